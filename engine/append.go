@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// Attrs are a record's optional attributes (FORMAT.md): a due time, an
+// ordering group, a deduplication id, and the fields of copied or moved
+// records. Group and Dedup are present when non-nil (1-128 bytes).
+type Attrs = record.Attrs
+
+// Append writes body as the next record and returns its offset. When it
+// returns depends on Options.Sync. A body larger than MaxRecordBytes gets
+// ErrTooLarge and writes nothing. The log keeps no reference to body.
+func (l *Log) Append(body []byte) (uint64, error) {
+	return l.AppendWith(body, nil)
+}
+
+// AppendWith appends a record with attributes (nil for none).
+func (l *Log) AppendWith(body []byte, attrs *Attrs) (uint64, error) {
+	if len(body) > l.maxBody {
+		return 0, fmt.Errorf("%w: body of %d bytes, limit %d", ErrTooLarge, len(body), l.maxBody)
+	}
+	if attrs != nil && !attrs.Empty() {
+		if err := attrs.Validate(); err != nil {
+			return 0, err
+		}
+	}
+	size := record.Size(len(body), attrs)
+	l.mu.Lock()
+	off, err := l.appendLocked(size, attrs, body)
+	l.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if l.opts.Sync == SyncAlways {
+		if err := l.sync.waitFor(l, off+1, nil); err != nil {
+			return 0, err
+		}
+	}
+	return off, nil
+}
+
+func (l *Log) appendLocked(size int, attrs *Attrs, body []byte) (uint64, error) {
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	s := l.active
+	if !s.Room(size) {
+		var err error
+		if s, err = l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	off, _, err := s.Append(attrs, body)
+	if err != nil {
+		return 0, err
+	}
+	l.next.Store(off + 1)
+	l.pre.wrote(s.End())
+	return off, nil
+}
+
+// writable reports why appends are refused, if they are.
+func (l *Log) writable() error {
+	switch {
+	case l.closed.Load():
+		return ErrClosed
+	case l.readOnly:
+		return ErrReadOnly
+	}
+	return l.sync.failed()
+}
+
+// roll seals the active segment and starts the next one, named after the
+// next offset. The new segment is created first, so that a full disk leaves
+// the active segment as it was and the append can be retried. Under
+// SyncAlways the sealed files are synced before the new directory entry.
+func (l *Log) roll() (*segment.Segment, error) {
+	old := l.active
+	s, err := segment.Create(l.cfg, old.Next())
+	if err != nil {
+		return nil, err
+	}
+	syncing := l.opts.Sync != SyncNone
+	if err := old.Seal(syncing); err != nil {
+		_ = s.Close()
+		removeSegmentFiles(l.dir, s.Base())
+		// A half-sealed segment must never be appended to again (its file
+		// may already be trimmed under the mapping): refuse appends until
+		// the log is reopened and recovered.
+		l.sync.fail(fmt.Errorf("seal %s: %w", old.Path(), err))
+		return nil, err
+	}
+	if syncing {
+		if err := syncDir(l.dir); err != nil {
+			l.sync.fail(err)
+			return nil, err
+		}
+	}
+	segs := append(*l.segs.Load(), s)
+	l.publish(segs)
+	l.active = s
+	l.pre.rolled(s)
+	return s, nil
+}

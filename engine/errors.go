@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// Errors returned by the engine. They are wrapped with context (offset,
+// segment, position); test for them with errors.Is.
+var (
+	// ErrNotFound: the offset is below the log's first offset or at or
+	// beyond its end.
+	ErrNotFound = segment.ErrNotFound
+	// ErrCorrupt: a record that must be there fails its checksum or id
+	// check. The message names the segment and position.
+	ErrCorrupt = segment.ErrCorrupt
+	// ErrClosed: the log (or queue) was closed.
+	ErrClosed = errors.New("pagelog: closed")
+	// ErrTooLarge: the body exceeds MaxRecordBytes; nothing was written.
+	ErrTooLarge = errors.New("pagelog: record too large")
+	// ErrLocked: another Log (in this or another process) has the
+	// directory open for writing.
+	ErrLocked = errors.New("pagelog: directory is locked by another writer")
+	// ErrReadOnly: a write was attempted on a log opened read-only.
+	ErrReadOnly = errors.New("pagelog: log is read-only")
+	// ErrSyncFailed: an earlier fsync (or the sealing of a segment) failed.
+	// The kernel may have dropped the dirty pages, so the log refuses
+	// appends, and never acknowledges what the failed sync covered, until
+	// it is reopened and recovered.
+	ErrSyncFailed = errors.New("pagelog: a sync to disk failed; reopen the log to recover")
+	// ErrInvalidAttrs: the attributes passed to AppendWith are malformed.
+	ErrInvalidAttrs = record.ErrInvalidAttrs
+	// ErrBadOptions: Options hold a value the engine cannot use.
+	ErrBadOptions = errors.New("pagelog: bad options")
+)

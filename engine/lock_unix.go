@@ -1,0 +1,38 @@
+//go:build unix
+
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+const lockName = "LOCK"
+
+// lockDir takes an exclusive, non-blocking flock on dir/LOCK. The lock is
+// held by the open file and dropped when it is closed (or the process
+// dies), so a crash never leaves a stale lock behind.
+func lockDir(dir string, mode os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, mode)
+	if err != nil {
+		return nil, fmt.Errorf("pagelog: lock %s: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		return nil, fmt.Errorf("pagelog: lock %s: %w", dir, err)
+	}
+	return f, nil
+}

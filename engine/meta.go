@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// log.meta: the settings that shape the files, stored with the log.
+//
+// On-disk format: never change, bump the version instead.
+//
+//	byte  size  field
+//	0     1     version (1)
+//	1     8     SegmentBytes
+//	9     4     IndexIntervalBytes
+//	13    4     MaxRecordBytes
+//	17    8     first offset
+//	25    4     CRC-32C of bytes 0..24
+const (
+	metaName    = "log.meta"
+	metaVersion = 1
+	metaSize    = 29
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// meta is the content of log.meta.
+type meta struct {
+	SegmentBytes       int64
+	IndexIntervalBytes int
+	MaxRecordBytes     int
+	FirstOffset        uint64
+}
+
+func defaultMeta() meta {
+	return meta{
+		SegmentBytes:       DefaultSegmentBytes,
+		IndexIntervalBytes: DefaultIndexIntervalBytes,
+		MaxRecordBytes:     DefaultMaxRecordBytes,
+	}
+}
+
+func (m meta) encode() []byte {
+	b := make([]byte, metaSize)
+	b[0] = metaVersion
+	binary.BigEndian.PutUint64(b[1:], uint64(m.SegmentBytes))
+	binary.BigEndian.PutUint32(b[9:], uint32(m.IndexIntervalBytes))
+	binary.BigEndian.PutUint32(b[13:], uint32(m.MaxRecordBytes))
+	binary.BigEndian.PutUint64(b[17:], m.FirstOffset)
+	binary.BigEndian.PutUint32(b[25:], crc32.Checksum(b[:25], castagnoli))
+	return b
+}
+
+func decodeMeta(b []byte) (meta, error) {
+	if len(b) != metaSize {
+		return meta{}, fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, metaName, len(b), metaSize)
+	}
+	if b[0] != metaVersion {
+		return meta{}, fmt.Errorf("%w: %s has version %d, this build reads %d", ErrCorrupt, metaName, b[0], metaVersion)
+	}
+	if got, want := binary.BigEndian.Uint32(b[25:]), crc32.Checksum(b[:25], castagnoli); got != want {
+		return meta{}, fmt.Errorf("%w: %s checksum %08x, want %08x", ErrCorrupt, metaName, got, want)
+	}
+	m := meta{
+		SegmentBytes:       int64(binary.BigEndian.Uint64(b[1:])),
+		IndexIntervalBytes: int(binary.BigEndian.Uint32(b[9:])),
+		MaxRecordBytes:     int(binary.BigEndian.Uint32(b[13:])),
+		FirstOffset:        binary.BigEndian.Uint64(b[17:]),
+	}
+	if m.SegmentBytes <= 0 || m.SegmentBytes > MaxSegmentBytes || m.MaxRecordBytes <= 0 || m.MaxRecordBytes > maxBodyLimit {
+		return meta{}, fmt.Errorf("%w: %s holds impossible settings %+v", ErrCorrupt, metaName, m)
+	}
+	return m, nil
+}
+
+// readMeta reads log.meta; ok is false when the file does not exist.
+func readMeta(dir string) (m meta, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, metaName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return meta{}, false, nil
+	}
+	if err != nil {
+		return meta{}, false, fmt.Errorf("pagelog: read %s: %w", metaName, err)
+	}
+	m, err = decodeMeta(b)
+	return m, err == nil, err
+}
+
+// replaceFile writes data to dir/name atomically: a temporary file, fsync,
+// rename over the old one, fsync of the directory. Every checkpoint of the
+// project is written this way.
+func replaceFile(dir, name string, data []byte, mode os.FileMode) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("pagelog: write %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("pagelog: write %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes the directory's entries (new, renamed and removed files)
+// durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("pagelog: sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pagelog: sync directory %s: %w", dir, err)
+	}
+	return nil
+}

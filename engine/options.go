@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// SyncPolicy says when Append reports success.
+type SyncPolicy int
+
+const (
+	// SyncNone: OK once the record is in the page cache. Survives a crash
+	// of the process (kill -9), not a power failure. The default.
+	SyncNone SyncPolicy = iota
+	// SyncAlways: OK only after an fdatasync that covers the record.
+	// Concurrent appends share one fdatasync (group commit).
+	SyncAlways
+	// SyncInterval: OK at once; a background fdatasync runs every
+	// Options.SyncInterval, which bounds the loss window on power failure.
+	SyncInterval
+)
+
+// String returns the policy's name as the CLI spells it.
+func (p SyncPolicy) String() string {
+	switch p {
+	case SyncNone:
+		return "none"
+	case SyncAlways:
+		return "always"
+	case SyncInterval:
+		return "interval"
+	}
+	return fmt.Sprintf("SyncPolicy(%d)", int(p))
+}
+
+// ParseSyncPolicy parses "none", "always" or "interval".
+func ParseSyncPolicy(s string) (SyncPolicy, error) {
+	for _, p := range []SyncPolicy{SyncNone, SyncAlways, SyncInterval} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown sync policy %q (want none, always or interval)", ErrBadOptions, s)
+}
+
+// Defaults.
+const (
+	DefaultSegmentBytes       = 64 << 20
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxRecordBytes     = 1 << 20
+	DefaultSyncInterval       = 100 * time.Millisecond
+	// MaxSegmentBytes: positions are 4-byte fields in the index.
+	MaxSegmentBytes = 1<<32 - 1
+)
+
+// Options configure a Log. The zero value means the defaults; for an
+// existing log, zero fields mean "as stored in log.meta".
+type Options struct {
+	SegmentBytes       int64      // roll size of a segment; default 64 MiB
+	IndexIntervalBytes int        // bytes between sparse-index entries; default 4096
+	MaxRecordBytes     int        // largest body Append accepts; default 1 MiB
+	Sync               SyncPolicy // when Append reports success; default SyncNone
+	SyncInterval       time.Duration
+
+	// FirstOffset is the offset of the first record of a new log. It is
+	// ignored when the log already exists.
+	FirstOffset uint64
+
+	// ReadOnly opens the log without a lock and writes nothing: no index
+	// repair, no log.meta, no truncation. Readers see the records that
+	// were whole when Open ran.
+	ReadOnly bool
+
+	// FileMode and DirMode are the permissions of created files and
+	// directories; defaults 0600 and 0700.
+	FileMode os.FileMode
+	DirMode  os.FileMode
+
+	// hooks for tests: nil in production.
+	allocate func(f *os.File, off, n int64) error
+	datasync func(f *os.File) error
+	now      func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	if o.DirMode == 0 {
+		o.DirMode = 0o700
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
+		return fmt.Errorf("%w: SegmentBytes %d outside [1, %d]", ErrBadOptions, o.SegmentBytes, int64(MaxSegmentBytes))
+	case o.IndexIntervalBytes < 0:
+		return fmt.Errorf("%w: IndexIntervalBytes %d is negative", ErrBadOptions, o.IndexIntervalBytes)
+	case o.MaxRecordBytes < 0 || o.MaxRecordBytes > maxBodyLimit:
+		return fmt.Errorf("%w: MaxRecordBytes %d outside [1, %d]", ErrBadOptions, o.MaxRecordBytes, maxBodyLimit)
+	case o.Sync < SyncNone || o.Sync > SyncInterval:
+		return fmt.Errorf("%w: unknown sync policy %d", ErrBadOptions, int(o.Sync))
+	}
+	return nil
+}
+
+// maxBodyLimit keeps a whole record's length field within 31 bits.
+const maxBodyLimit = 1<<31 - 1 - 512

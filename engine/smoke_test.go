@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+func TestSmoke(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		off, err := l.Append([]byte(fmt.Sprintf("message %d", i)))
+		if err != nil || off != uint64(i) {
+			t.Fatal(off, err)
+		}
+	}
+	for i := 0; i < 1000; i++ {
+		r, err := l.Read(uint64(i))
+		if err != nil || !bytes.Equal(r.Body, []byte(fmt.Sprintf("message %d", i))) {
+			t.Fatal(i, err, string(r.Body))
+		}
+		r.Release()
+	}
+	n := 0
+	for r, err := range l.Records(0) {
+		if err != nil || r.Offset != uint64(n) {
+			t.Fatal(err, r.Offset)
+		}
+		n++
+	}
+	if n != 1000 {
+		t.Fatal(n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", l.Recovery())
+	if l.Next() != 1000 {
+		t.Fatal(l.Next())
+	}
+	off, err := l.Append([]byte("after"))
+	if off != 1000 || err != nil {
+		t.Fatal(off, err)
+	}
+	for i := 0; i < 1001; i++ {
+		r, err := l.Read(uint64(i))
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		r.Release()
+	}
+	l.Close()
+}

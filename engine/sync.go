@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pagelog/pagelog/mmapfile"
+)
+
+// syncState is group commit: appenders that need durability wait for a sync
+// that covers their record; the first waiter to find no sync running runs
+// one for everybody, covering every record written before it started, while
+// the next group gathers behind it.
+type syncState struct {
+	durable atomic.Uint64 // every offset below it is synced
+	mu      sync.Mutex
+	running bool
+	done    chan struct{} // closed when the running sync ends
+	err     error         // sticky: the first failed sync
+	syncs   atomic.Int64  // syncs run (for tests and metrics)
+}
+
+// failed returns the sticky error, if a sync has failed.
+func (st *syncState) failed() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err
+}
+
+// fail makes the log refuse appends from now on.
+func (st *syncState) fail(cause error) {
+	st.mu.Lock()
+	if st.err == nil {
+		st.err = fmt.Errorf("%w: %v", ErrSyncFailed, cause)
+	}
+	st.mu.Unlock()
+}
+
+// waitIdle waits until no sync is running.
+func (st *syncState) waitIdle() {
+	for {
+		st.mu.Lock()
+		if !st.running {
+			st.mu.Unlock()
+			return
+		}
+		ch := st.done
+		st.mu.Unlock()
+		<-ch
+	}
+}
+
+// waitFor blocks until every offset below target is durable. A nil ctx
+// never expires.
+func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
+	for {
+		if st.durable.Load() >= target {
+			return nil
+		}
+		st.mu.Lock()
+		if st.err != nil {
+			err := st.err
+			st.mu.Unlock()
+			return err
+		}
+		if st.durable.Load() >= target {
+			st.mu.Unlock()
+			return nil
+		}
+		if !st.running {
+			st.running = true
+			st.done = make(chan struct{})
+			st.mu.Unlock()
+			st.run(l)
+			continue
+		}
+		ch := st.done
+		st.mu.Unlock()
+		if ctx == nil {
+			<-ch
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// run performs one sync as the leader: it notes how far the log is written,
+// syncs the active segment (sealed ones were synced when sealed), and
+// releases every waiter below that point.
+func (st *syncState) run(l *Log) {
+	l.mu.Lock()
+	target := l.next.Load()
+	s := l.active
+	ok := s != nil && s.Acquire()
+	l.mu.Unlock()
+	var err error
+	if ok {
+		err = s.Sync()
+		s.Release()
+	}
+	st.syncs.Add(1)
+	st.mu.Lock()
+	if err != nil {
+		if st.err == nil {
+			st.err = fmt.Errorf("%w: %v", ErrSyncFailed, err)
+		}
+	} else if target > st.durable.Load() {
+		st.durable.Store(target)
+	}
+	st.running = false
+	close(st.done)
+	st.mu.Unlock()
+}
+
+// syncNow syncs everything written so far and waits for it.
+func (l *Log) syncNow() error {
+	return l.sync.waitFor(l, l.next.Load(), nil)
+}
+
+// Sync makes every record appended so far durable (one fdatasync, shared
+// with concurrent callers).
+func (l *Log) Sync() error {
+	if l.readOnly {
+		return ErrReadOnly
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.syncNow()
+}
+
+// WaitDurable blocks until a sync covers the record at offset (starting one
+// if none is running), so a caller appending under SyncNone or SyncInterval
+// can batch and still know when its data is safe. It returns ctx.Err() if
+// ctx ends first, and the sticky error if a sync failed.
+func (l *Log) WaitDurable(ctx context.Context, offset uint64) error {
+	if l.readOnly {
+		return ErrReadOnly
+	}
+	if offset >= l.next.Load() {
+		return fmt.Errorf("%w: offset %d not yet appended", ErrNotFound, offset)
+	}
+	return l.sync.waitFor(l, offset+1, ctx)
+}
+
+// Durable returns the offset below which every record is known synced.
+func (l *Log) Durable() uint64 { return l.sync.durable.Load() }
+
+// intervalSyncer is the background loop of SyncInterval.
+func (l *Log) intervalSyncer() {
+	defer l.bg.Done()
+	t := time.NewTicker(l.opts.SyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			if l.sync.durable.Load() < l.next.Load() {
+				_ = l.syncNow()
+			}
+		}
+	}
+}
+
+// prefaulter keeps the pages ahead of the writer mapped, so that appends
+// copy into resident memory instead of taking a page fault per 4 KiB.
+type prefaulter struct {
+	kick  chan struct{}
+	mark  int64 // writer-side: the end position at which to kick next
+	seg   atomic.Pointer[segmentRef]
+	ahead int64
+}
+
+type segmentRef struct{ prefault func(int64) }
+
+const (
+	prefaultAhead = 8 << 20 // bytes kept mapped ahead of the writer
+	prefaultStep  = 1 << 20 // kick the prefaulter every this many bytes
+)
+
+// wrote is called by the writer (under l.mu) after an append.
+func (p *prefaulter) wrote(end int64) {
+	if p.kick == nil || end < p.mark {
+		return
+	}
+	p.mark = end + prefaultStep
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startBackground starts the prefaulter and, for SyncInterval, the syncer.
+func (l *Log) startBackground() {
+	if l.readOnly {
+		return
+	}
+	l.pre.kick = make(chan struct{}, 1)
+	l.pre.ahead = min(prefaultAhead, l.cfg.SegmentBytes)
+	l.pre.rolled(l.active)
+	l.bg.Add(1)
+	go l.prefaultLoop()
+	if l.opts.Sync == SyncInterval {
+		l.bg.Add(1)
+		go l.intervalSyncer()
+	}
+}
+
+// rolled points the prefaulter at a new active segment and fills its first
+// pages at once.
+func (p *prefaulter) rolled(s interface{ Prefault(int64) }) {
+	if p.kick == nil {
+		return
+	}
+	p.seg.Store(&segmentRef{prefault: s.Prefault})
+	p.mark = 0
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Log) prefaultLoop() {
+	defer l.bg.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.pre.kick:
+			if r := l.pre.seg.Load(); r != nil {
+				r.prefault(l.pre.ahead)
+			}
+		}
+	}
+}
+
+var _ = mmapfile.PageSize

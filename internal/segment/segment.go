@@ -1,0 +1,183 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pagelog/pagelog/mmapfile"
+	"github.com/pagelog/pagelog/sparseidx"
+)
+
+// Errors of this package. The engine wraps them with its own sentinels.
+var (
+	// ErrCorrupt marks damage in a segment: a record that fails its checks
+	// where a good record must be.
+	ErrCorrupt = errors.New("pagelog: corrupt record")
+	// ErrNotFound is returned for an offset the segment does not hold.
+	ErrNotFound = errors.New("pagelog: offset not found")
+)
+
+// Config holds the settings every segment of a log shares. The engine owns
+// it; segments only read it.
+type Config struct {
+	Dir           string
+	SegmentBytes  int64  // roll threshold and preallocation size
+	IndexInterval int    // sparse-index spacing in bytes
+	MaxLength     uint32 // largest length field accepted as a record
+	MaxRecord     int    // largest whole record the writer appends
+	ReadOnly      bool   // never write, truncate or create a file
+	FileMode      os.FileMode
+
+	// Allocate reserves file space; nil means mmapfile.Allocate. Tests
+	// replace it to inject a full disk.
+	Allocate func(f *os.File, off, n int64) error
+	// Datasync flushes a file; nil means mmapfile.Datasync. Tests replace
+	// it to inject a failed fsync.
+	Datasync func(f *os.File) error
+	// NowMillis is the clock of the time index; nil means the wall clock.
+	NowMillis func() int64
+}
+
+func (c *Config) datasync(f *os.File) error {
+	if c.Datasync != nil {
+		return c.Datasync(f)
+	}
+	return mmapfile.Datasync(f)
+}
+
+func (c *Config) allocate(f *os.File, off, n int64) error {
+	if c.Allocate != nil {
+		return c.Allocate(f, off, n)
+	}
+	return mmapfile.Allocate(f, off, n)
+}
+
+// capacity is the mapped size of an active segment: room for SegmentBytes,
+// and always for at least one record of the largest size.
+func (c *Config) capacity() int64 {
+	n := c.SegmentBytes
+	if int64(c.MaxRecord) > n {
+		n = int64(c.MaxRecord)
+	}
+	return n
+}
+
+// indexCapacity is how many entries an index of a segment of size bytes can
+// need: an entry follows more than IndexInterval bytes, and records are at
+// least 16 bytes.
+func (c *Config) indexCapacity(size int64) int {
+	gap := int64(c.IndexInterval) + 1
+	if gap < 16 {
+		gap = 16
+	}
+	return int(size/gap) + 1
+}
+
+// Segment is one segment of a log. See the package documentation for its
+// concurrency and lifetime rules.
+type Segment struct {
+	cfg  *Config
+	base uint64
+
+	f  *os.File // the .log file; nil once a read-only segment is mapped
+	ro []byte   // read-only mapping of the .log file
+	rw []byte   // writable mapping, active segments only
+
+	idx     atomic.Pointer[index]
+	checked atomic.Bool // index checked against the log (sealed segments)
+	mu      sync.Mutex  // serializes index checks and rebuilds
+	retired [][]byte    // index mappings replaced by a rebuild, unmapped at the end
+
+	end  atomic.Int64  // bytes of whole, published records
+	next atomic.Uint64 // offset after the last published record
+	refs atomic.Int64
+
+	w     *writer  // nil when sealed; the writer's alone except under popMu
+	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
+}
+
+// index is one view of a segment's two index files. A rebuild replaces the
+// whole view; readers keep whichever view they loaded.
+type index struct {
+	off    sparseidx.Offsets
+	tim    sparseidx.Times
+	n      atomic.Int64 // published entries, the same in both
+	offMap []byte       // mappings to unmap when the segment ends (nil for heap)
+	timMap []byte
+}
+
+func (x *index) entries() int { return int(x.n.Load()) }
+
+// Base returns the segment's base offset: the id of its first record.
+func (s *Segment) Base() uint64 { return s.base }
+
+// Next returns the offset after the segment's last published record.
+func (s *Segment) Next() uint64 { return s.next.Load() }
+
+// End returns the byte size of the segment's published records.
+func (s *Segment) End() int64 { return s.end.Load() }
+
+// Active reports whether the segment is still written to.
+func (s *Segment) Active() bool { return s.w != nil }
+
+// Path returns the path of the segment's .log file.
+func (s *Segment) Path() string { return s.path(LogSuffix) }
+
+// Acquire takes a reference for a reader. It fails once the segment has been
+// finally released.
+func (s *Segment) Acquire() bool {
+	for {
+		n := s.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if s.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Release drops a reference; the last one unmaps the segment.
+func (s *Segment) Release() {
+	if s.refs.Add(-1) == 0 {
+		s.finish()
+	}
+}
+
+// Close drops the owner's reference: the log no longer serves this segment.
+// An active segment is not sealed by Close; its preallocated tail stays.
+func (s *Segment) Close() error {
+	var err error
+	if s.w != nil {
+		err = s.w.close()
+	}
+	s.Release()
+	return err
+}
+
+// finish unmaps everything once no one holds a reference.
+func (s *Segment) finish() {
+	_ = mmapfile.Unmap(s.ro)
+	s.ro = nil
+	if x := s.idx.Load(); x != nil {
+		_ = mmapfile.Unmap(x.offMap)
+		_ = mmapfile.Unmap(x.timMap)
+	}
+	for _, m := range s.retired {
+		_ = mmapfile.Unmap(m)
+	}
+	s.retired = nil
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+}
+
+// corrupt builds the error for damage at pos.
+func (s *Segment) corrupt(offset uint64, pos int64, why string) error {
+	return fmt.Errorf("%w: offset %d in segment %s at position %d: %s",
+		ErrCorrupt, offset, Name(s.base, LogSuffix), pos, why)
+}

@@ -1,0 +1,293 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/mmapfile"
+	"github.com/pagelog/pagelog/sparseidx"
+)
+
+// writer is the state only the appending goroutine touches.
+type writer struct {
+	idxF, timF *os.File
+	spacer     sparseidx.Spacer
+	pos        int64  // == Segment.end, writer's copy
+	next       uint64 // == Segment.next, writer's copy
+	lastMs     int64  // time of the newest time-index entry
+	capacity   int64  // mapped size of the .log file
+	idxCap     int    // entries the index files can hold
+
+	populated int64 // bytes of the mapping already pre-faulted (under popMu)
+}
+
+func (w *writer) close() error {
+	var errs []error
+	for _, f := range []*os.File{w.idxF, w.timF} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	w.idxF, w.timF = nil, nil
+	return errors.Join(errs...)
+}
+
+func (c *Config) nowMillis() int64 {
+	if c.NowMillis != nil {
+		return c.NowMillis()
+	}
+	return time.Now().UnixMilli()
+}
+
+func (c *Config) openFile(path string, flag int) (*os.File, error) {
+	mode := c.FileMode
+	if mode == 0 {
+		mode = 0o600
+	}
+	return os.OpenFile(path, flag, mode)
+}
+
+// Create starts a new, empty active segment at base: three files
+// preallocated and mapped. A full disk is an error here, never a fault
+// later. On error no file is left behind.
+func Create(cfg *Config, base uint64) (*Segment, error) {
+	s := &Segment{cfg: cfg, base: base}
+	s.next.Store(base)
+	s.refs.Store(1)
+	created := make([]string, 0, 3)
+	fail := func(err error) (*Segment, error) {
+		s.abandon()
+		for _, p := range created {
+			_ = os.Remove(p)
+		}
+		return nil, err
+	}
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		f, err := cfg.openFile(s.path(suffix), os.O_RDWR|os.O_CREATE|os.O_EXCL)
+		if err != nil {
+			return fail(fmt.Errorf("segment: create: %w", err))
+		}
+		created = append(created, f.Name())
+		_ = f.Close()
+	}
+	if err := s.openWriter(); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// openWriter opens and maps the three files of an active segment for
+// writing, growing each to its capacity. The index view starts with zero
+// published entries; recovery publishes what it trusts.
+func (s *Segment) openWriter() error {
+	cfg := s.cfg
+	w := &writer{spacer: sparseidx.Spacer{Interval: cfg.IndexInterval}}
+	s.w = w
+	f, err := cfg.openFile(s.path(LogSuffix), os.O_RDWR)
+	if err != nil {
+		return fmt.Errorf("segment: open: %w", err)
+	}
+	s.f = f
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("segment: stat: %w", err)
+	}
+	w.capacity = max(cfg.capacity(), st.Size())
+	if err := growTo(cfg, f, st.Size(), w.capacity); err != nil {
+		return err
+	}
+	if s.ro, err = mmapfile.Map(f, int(w.capacity), false); err != nil {
+		return err
+	}
+	if s.rw, err = mmapfile.Map(f, int(w.capacity), true); err != nil {
+		return err
+	}
+	w.idxCap = cfg.indexCapacity(w.capacity)
+	x := &index{}
+	if w.idxF, x.offMap, err = s.mapIndexFile(IndexSuffix, w.idxCap*sparseidx.OffsetEntrySize); err != nil {
+		return err
+	}
+	if w.timF, x.timMap, err = s.mapIndexFile(TimeIndexSuffix, w.idxCap*sparseidx.TimeEntrySize); err != nil {
+		return err
+	}
+	x.off = sparseidx.Offsets{Buf: x.offMap}
+	x.tim = sparseidx.Times{Buf: x.timMap}
+	s.idx.Store(x)
+	s.checked.Store(true)
+	return nil
+}
+
+func growTo(cfg *Config, f *os.File, have, want int64) error {
+	if have >= want {
+		return nil
+	}
+	if err := cfg.allocate(f, have, want-have); err != nil {
+		return fmt.Errorf("segment: preallocate %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// mapIndexFile opens an index file for writing, grows it to size bytes and
+// maps it.
+func (s *Segment) mapIndexFile(suffix string, size int) (*os.File, []byte, error) {
+	f, err := s.cfg.openFile(s.path(suffix), os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, nil, fmt.Errorf("segment: open index: %w", err)
+	}
+	st, err := f.Stat()
+	if err == nil {
+		if st.Size() > int64(size) {
+			size = int(st.Size())
+		}
+		err = growTo(s.cfg, f, st.Size(), int64(size))
+	}
+	var m []byte
+	if err == nil {
+		m, err = mmapfile.Map(f, size, true)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, m, nil
+}
+
+// abandon releases whatever a failed open or create had acquired.
+func (s *Segment) abandon() {
+	if s.w != nil {
+		_ = s.w.close()
+	}
+	_ = mmapfile.Unmap(s.rw)
+	s.rw = nil
+	s.finish()
+}
+
+// Room reports whether a record of size bytes belongs in this segment under
+// the roll rule of FORMAT.md: it does when the segment is empty, or when it
+// still fits within SegmentBytes.
+func (s *Segment) Room(size int) bool {
+	w := s.w
+	if w.pos == 0 {
+		return int64(size) <= w.capacity
+	}
+	limit := min(s.cfg.SegmentBytes, w.capacity)
+	return w.pos+int64(size) <= limit
+}
+
+// Append writes one record at the end of the active segment and publishes
+// it. The caller checked Room and serializes appends. It returns the
+// record's position.
+func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error) {
+	w := s.w
+	id, pos := w.next, w.pos
+	n, err := record.Encode(s.rw[pos:], id, attrs, body)
+	if err != nil {
+		return 0, 0, err
+	}
+	x := s.idx.Load()
+	if w.spacer.Next(n) {
+		s.addEntry(x, id, pos)
+	}
+	w.pos = pos + int64(n)
+	w.next = id + 1
+	s.end.Store(w.pos)
+	s.next.Store(w.next)
+	return id, pos, nil
+}
+
+// addEntry writes one offset-index and one time-index entry for the record
+// id at pos, then publishes it. A full index (impossible under the sizing
+// rule, but never trusted) drops the entry: the index is only a cache.
+func (s *Segment) addEntry(x *index, id uint64, pos int64) {
+	i := x.entries()
+	if i >= x.off.Cap() || i >= x.tim.Cap() {
+		return
+	}
+	ms := s.cfg.nowMillis()
+	if ms < s.w.lastMs {
+		ms = s.w.lastMs
+	}
+	s.w.lastMs = ms
+	rel := uint32(id - s.base)
+	_ = x.off.Put(i, rel, uint32(pos))
+	_ = x.tim.Put(i, ms, rel)
+	x.n.Store(int64(i + 1))
+}
+
+// Prefault maps the pages of the next ahead bytes past the end, so that the
+// writer's copies do not pay the page faults of fresh file pages. It is
+// called from a background goroutine and never blocks the writer for long.
+func (s *Segment) Prefault(ahead int64) {
+	s.popMu.Lock()
+	defer s.popMu.Unlock()
+	w := s.w
+	if w == nil || s.rw == nil {
+		return
+	}
+	target := min(s.end.Load()+ahead, w.capacity)
+	const chunk = 256 << 10
+	for w.populated < target {
+		n := min(int64(chunk), target-w.populated)
+		if mmapfile.Populate(s.rw, int(w.populated), int(n)) != nil {
+			return
+		}
+		w.populated += n
+	}
+}
+
+// Populated returns how many bytes of the active mapping have been
+// pre-faulted (for tests and metrics).
+func (s *Segment) Populated() int64 {
+	s.popMu.Lock()
+	defer s.popMu.Unlock()
+	if s.w == nil {
+		return 0
+	}
+	return s.w.populated
+}
+
+// Sync makes the records written so far durable: fdatasync of the .log file
+// writes back the pages dirtied through the mapping.
+func (s *Segment) Sync() error {
+	if s.f == nil {
+		return nil
+	}
+	return s.cfg.datasync(s.f)
+}
+
+// Seal trims the active segment and its indexes to their exact sizes, syncs
+// them when sync is set, and unmaps the writable mapping. Readers keep their
+// read-only views. After Seal the segment never changes again.
+func (s *Segment) Seal(sync bool) error {
+	s.popMu.Lock()
+	defer s.popMu.Unlock()
+	w := s.w
+	x := s.idx.Load()
+	n := int64(x.entries())
+	if err := s.f.Truncate(w.pos); err != nil {
+		return fmt.Errorf("segment: seal %s: %w", s.f.Name(), err)
+	}
+	if err := w.idxF.Truncate(n * sparseidx.OffsetEntrySize); err != nil {
+		return fmt.Errorf("segment: seal index: %w", err)
+	}
+	if err := w.timF.Truncate(n * sparseidx.TimeEntrySize); err != nil {
+		return fmt.Errorf("segment: seal time index: %w", err)
+	}
+	if sync {
+		for _, f := range []*os.File{s.f, w.idxF, w.timF} {
+			if err := s.cfg.datasync(f); err != nil {
+				return err
+			}
+		}
+	}
+	if err := mmapfile.Unmap(s.rw); err != nil {
+		return err
+	}
+	s.rw = nil
+	err := w.close()
+	s.w = nil
+	return err
+}

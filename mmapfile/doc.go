@@ -1,0 +1,15 @@
+// Package mmapfile is the thin layer between pagelog and the kernel's
+// memory-mapping calls: mmap, munmap, msync of a range, madvise (including
+// MADV_POPULATE_WRITE to take page faults off the append path), fallocate
+// and fdatasync. It holds no state and knows nothing of the log format.
+//
+// Platform code lives in files named _linux.go and _unix.go so that a port to
+// another system (Windows, where github.com/edsrzf/mmap-go would serve) only
+// adds files beside them.
+//
+// A mapping returned by Map is a []byte that aliases the file's page-cache
+// pages. Touching a byte past the end of the file (after the file was
+// truncated under the mapping) raises SIGBUS, so callers must bound every
+// access by the file's size, and must never Unmap while another goroutine
+// may still read the slice.
+package mmapfile

@@ -1,0 +1,101 @@
+//go:build unix
+
+package mmapfile
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// PageSize is the system's memory page size.
+var PageSize = os.Getpagesize()
+
+// Map maps size bytes of f, shared with the page cache. A writable mapping
+// may be written through; a read-only one faults on a write, which protects
+// the file from a caller that writes into a returned slice. A size of 0
+// returns an empty, non-nil slice without calling mmap.
+func Map(f *os.File, size int, writable bool) ([]byte, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("mmapfile: negative size %d", size)
+	}
+	if size == 0 {
+		return []byte{}, nil
+	}
+	prot := unix.PROT_READ
+	if writable {
+		prot |= unix.PROT_WRITE
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmapfile: mmap %s (%d bytes): %w", f.Name(), size, err)
+	}
+	return b, nil
+}
+
+// Unmap releases a mapping made by Map. Unmapping an empty slice is a no-op.
+func Unmap(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := unix.Munmap(b); err != nil {
+		return fmt.Errorf("mmapfile: munmap: %w", err)
+	}
+	return nil
+}
+
+// pageRange widens [off, off+n) of b to whole pages, as msync and madvise
+// require a page-aligned start. b must itself start on a page boundary (every
+// mapping does).
+func pageRange(b []byte, off, n int) []byte {
+	if off < 0 {
+		n += off
+		off = 0
+	}
+	if off+n > len(b) {
+		n = len(b) - off
+	}
+	if n <= 0 {
+		return nil
+	}
+	start := off &^ (PageSize - 1)
+	return b[start : off+n]
+}
+
+// SyncRange writes the dirty pages of b[off:off+n] to the disk and waits
+// (msync MS_SYNC). It is the mapped-file form of fdatasync for one range.
+func SyncRange(b []byte, off, n int) error {
+	r := pageRange(b, off, n)
+	if len(r) == 0 {
+		return nil
+	}
+	if err := unix.Msync(r, unix.MS_SYNC); err != nil {
+		return fmt.Errorf("mmapfile: msync: %w", err)
+	}
+	return nil
+}
+
+// Advice names the madvise hints pagelog uses.
+type Advice int
+
+const (
+	Normal     Advice = unix.MADV_NORMAL
+	Random     Advice = unix.MADV_RANDOM
+	Sequential Advice = unix.MADV_SEQUENTIAL
+	WillNeed   Advice = unix.MADV_WILLNEED
+	DontNeed   Advice = unix.MADV_DONTNEED
+)
+
+// Advise applies an madvise hint to b[off:off+n]. Hints are advice: callers
+// may ignore the error.
+func Advise(b []byte, off, n int, a Advice) error {
+	r := pageRange(b, off, n)
+	if len(r) == 0 {
+		return nil
+	}
+	if err := unix.Madvise(r, int(a)); err != nil {
+		return fmt.Errorf("mmapfile: madvise: %w", err)
+	}
+	return nil
+}
