@@ -95,7 +95,7 @@ type Segment struct {
 	next atomic.Uint64 // offset after the last published record
 	refs atomic.Int64
 
-	w     *writer  // nil when sealed; the writer's alone except under popMu
+	w     *writer    // nil when sealed; the writer's alone except under popMu
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
 }
 
