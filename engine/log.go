@@ -12,7 +12,6 @@ import (
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
-	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // Log is a segmented, append-only log of records in a directory.
@@ -329,4 +328,3 @@ func (l *Log) First() uint64 {
 	return segs[0].Base()
 }
 
-var _ = mmapfile.PageSize

@@ -59,3 +59,40 @@ func TestSmoke(t *testing.T) {
 	}
 	l.Close()
 }
+
+func TestSmokeVerify(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5000; i++ {
+		if _, err := l.Append(bytes.Repeat([]byte{byte(i)}, i%300)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := l.Verify(nil)
+	if err != nil || !rep.Healthy() || rep.Records != 5000 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	l.Close()
+	ro, err := OpenReadOnly(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err = ro.Verify(nil)
+	if err != nil || !rep.Healthy() || rep.Records != 5000 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	n := 0
+	for ri := range ro.Inspect(4990) {
+		if !ri.OK || ri.Size < 16 {
+			t.Fatal(ri)
+		}
+		n++
+	}
+	if n != 10 {
+		t.Fatal(n)
+	}
+	ro.Close()
+}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // syncState is group commit: appenders that need durability wait for a sync
@@ -242,4 +241,3 @@ func (l *Log) prefaultLoop() {
 	}
 }
 
-var _ = mmapfile.PageSize

@@ -85,6 +85,7 @@ const (
 	Sequential Advice = unix.MADV_SEQUENTIAL
 	WillNeed   Advice = unix.MADV_WILLNEED
 	DontNeed   Advice = unix.MADV_DONTNEED
+	HugePage   Advice = unix.MADV_HUGEPAGE
 )
 
 // Advise applies an madvise hint to b[off:off+n]. Hints are advice: callers

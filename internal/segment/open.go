@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/pagelog/pagelog/internal/record"
-	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
 
@@ -34,7 +33,7 @@ func OpenActive(cfg *Config, base uint64) (*Segment, Recovery, error) {
 }
 
 func openActiveReadOnly(cfg *Config, base uint64) (*Segment, Recovery, error) {
-	s := &Segment{cfg: cfg, base: base}
+	s := &Segment{cfg: cfg, base: base, activeView: true}
 	s.refs.Store(1)
 	if err := s.mapReadOnly(); err != nil {
 		s.finish()
@@ -264,5 +263,3 @@ func appendTime(b []byte, ms int64, rel uint32) []byte {
 // isNotExist reports a missing file.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
-var _ = mmapfile.PageSize
-var _ = isNotExist

@@ -97,6 +97,8 @@ type Segment struct {
 
 	w     *writer    // nil when sealed; the writer's alone except under popMu
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
+
+	activeView bool // a read-only view of a segment another process may append to
 }
 
 // index is one view of a segment's two index files. A rebuild replaces the
@@ -162,6 +164,8 @@ func (s *Segment) Close() error {
 func (s *Segment) finish() {
 	_ = mmapfile.Unmap(s.ro)
 	s.ro = nil
+	_ = mmapfile.Unmap(s.rw)
+	s.rw = nil
 	if x := s.idx.Load(); x != nil {
 		_ = mmapfile.Unmap(x.offMap)
 		_ = mmapfile.Unmap(x.timMap)
