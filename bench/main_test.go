@@ -36,8 +36,8 @@ type fixture struct {
 }
 
 var (
-	fixtureRead = &fixture{n: 256 << 10, size: 1024}  // 256 MiB: four segments
-	fixtureOpen = &fixture{n: 1 << 20, size: 1024}    // 1 GiB
+	fixtureRead = &fixture{n: 256 << 10, size: 1024} // 256 MiB: four segments
+	fixtureOpen = &fixture{n: 1 << 20, size: 1024}   // 1 GiB
 )
 
 func (f *fixture) build(b *testing.B) string {

@@ -327,4 +327,3 @@ func (l *Log) First() uint64 {
 	}
 	return segs[0].Base()
 }
-

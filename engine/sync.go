@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // syncState is group commit: appenders that need durability wait for a sync
@@ -240,4 +239,3 @@ func (l *Log) prefaultLoop() {
 		}
 	}
 }
-

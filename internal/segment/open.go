@@ -262,4 +262,3 @@ func appendTime(b []byte, ms int64, rel uint32) []byte {
 
 // isNotExist reports a missing file.
 func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
