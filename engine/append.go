@@ -101,6 +101,9 @@ func (l *Log) roll() (*segment.Segment, error) {
 			return nil, err
 		}
 	}
+	if !syncing {
+		l.sync.pending = append(l.sync.pending, old)
+	}
 	segs := append(*l.segs.Load(), s)
 	l.publish(segs)
 	l.active = s

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,8 @@ type Recovery struct {
 	Sealed         []SegmentRecovery // sealed segments that were checked or repaired
 	TruncatedBytes int64             // bytes of torn tail cut from the active segment
 	IndexesRebuilt int               // segments whose index was repaired
+	Clean          bool              // a clean-close marker was found and checked out
+	Notes          []string          // checkpoint files that were ignored, and why
 	Took           time.Duration
 }
 
@@ -224,9 +227,22 @@ func (l *Log) openSegments(bases []uint64) error {
 		l.publish(segs)
 	}
 	last := bases[len(bases)-1]
-	s, rep, err := segment.OpenActive(l.cfg, last)
+	var hint segment.Hint
+	if !l.readOnly {
+		hint = readHint(l.dir, last, &l.recovery)
+		// From here on the marker would be stale: an append may follow.
+		_ = os.Remove(filepath.Join(l.dir, cleanName))
+	}
+	s, rep, err := segment.OpenActive(l.cfg, last, hint)
 	if err != nil {
 		return err
+	}
+	l.recovery.Clean = rep.Clean
+	// Nothing is known synced until this Log syncs: the last writer may have
+	// used SyncNone. The first sync covers the sealed segments too.
+	l.sync.setDurable(bases[0], s.Base(), min(rep.End, rep.RecoveryPoint))
+	if !l.readOnly {
+		l.sync.pending = append([]*segment.Segment(nil), segs...)
 	}
 	segs = append(segs, s)
 	l.publish(segs)
@@ -236,9 +252,7 @@ func (l *Log) openSegments(bases []uint64) error {
 	l.next.Store(s.Next())
 	l.recovery.Segments = len(segs)
 	l.recovery.Active = rep
-	if rep.Cut {
-		l.recovery.TruncatedBytes = rep.ZeroedBytes
-	}
+	l.recovery.TruncatedBytes = rep.TornBytes
 	if rep.IndexRepaired {
 		l.recovery.IndexesRebuilt++
 	}
@@ -298,6 +312,10 @@ func (l *Log) Close() error {
 		}
 	}
 	l.sync.waitIdle()
+	if !l.readOnly && l.sync.failed() == nil && l.active != nil {
+		m := cleanMarker{Base: l.active.Base(), State: l.active.CleanState()}
+		errs = append(errs, replaceFile(l.dir, cleanName, m.encode(), l.opts.FileMode))
+	}
 	errs = append(errs, l.closeSegments())
 	if l.lockFile != nil {
 		errs = append(errs, l.lockFile.Close())

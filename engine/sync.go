@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
 )
 
 // syncState is group commit: appenders that need durability wait for a sync
@@ -19,6 +21,28 @@ type syncState struct {
 	done    chan struct{} // closed when the running sync ends
 	err     error         // sticky: the first failed sync
 	syncs   atomic.Int64  // syncs run (for tests and metrics)
+	point   recoveryPoint // where the newest sync reached in the active segment
+
+	// pending are sealed segments not known synced (guarded by Log.mu):
+	// those sealed under SyncNone, and every segment found at Open. The
+	// next sync covers them before it reports anything durable.
+	pending []*segment.Segment
+}
+
+// setDurable records what Open knows to be durable: offsets below next, and
+// the active segment at base up to pos.
+func (st *syncState) setDurable(next, base uint64, pos int64) {
+	st.mu.Lock()
+	st.durable.Store(next)
+	st.point = recoveryPoint{Base: base, Pos: pos, Next: next}
+	st.mu.Unlock()
+}
+
+// recoveryPoint returns where the newest successful sync reached.
+func (st *syncState) recoveryPoint() recoveryPoint {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.point
 }
 
 // failed returns the sticky error, if a sync has failed.
@@ -97,10 +121,30 @@ func (st *syncState) run(l *Log) {
 	target := l.next.Load()
 	s := l.active
 	ok := s != nil && s.Acquire()
+	var point recoveryPoint
+	if ok {
+		point = recoveryPoint{Base: s.Base(), Pos: s.End(), Next: target}
+	}
+	pending := st.pending
+	st.pending = nil
 	l.mu.Unlock()
 	var err error
+	for i, p := range pending {
+		if p == s {
+			continue
+		}
+		if err = p.Sync(); err != nil {
+			// Keep the rest for the next attempt; the failure is sticky anyway.
+			l.mu.Lock()
+			st.pending = append(st.pending, pending[i:]...)
+			l.mu.Unlock()
+			break
+		}
+	}
 	if ok {
-		err = s.Sync()
+		if err == nil {
+			err = s.Sync()
+		}
 		s.Release()
 	}
 	st.syncs.Add(1)
@@ -111,6 +155,7 @@ func (st *syncState) run(l *Log) {
 		}
 	} else if target > st.durable.Load() {
 		st.durable.Store(target)
+		st.point = point
 	}
 	st.running = false
 	close(st.done)
@@ -142,6 +187,9 @@ func (l *Log) WaitDurable(ctx context.Context, offset uint64) error {
 	if l.readOnly {
 		return ErrReadOnly
 	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
 	if offset >= l.next.Load() {
 		return fmt.Errorf("%w: offset %d not yet appended", ErrNotFound, offset)
 	}
@@ -163,6 +211,33 @@ func (l *Log) intervalSyncer() {
 		case <-t.C:
 			if l.sync.durable.Load() < l.next.Load() {
 				_ = l.syncNow()
+			}
+		}
+	}
+}
+
+// checkpointEvery is how often the recovery point is written when syncs
+// have moved it.
+const checkpointEvery = time.Second
+
+// checkpointer writes the recovery point (log.recovery) now and then: the
+// place below which the active segment is known synced, so that recovery
+// tells damage there from a torn tail past it.
+func (l *Log) checkpointer() {
+	defer l.bg.Done()
+	t := time.NewTicker(checkpointEvery)
+	defer t.Stop()
+	var written recoveryPoint
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			p := l.sync.recoveryPoint()
+			if p != written && p.Pos > 0 && l.sync.failed() == nil {
+				if replaceFile(l.dir, recoveryName, p.encode(), l.opts.FileMode) == nil {
+					written = p
+				}
 			}
 		}
 	}
@@ -209,6 +284,10 @@ func (l *Log) startBackground() {
 	if l.opts.Sync == SyncInterval {
 		l.bg.Add(1)
 		go l.intervalSyncer()
+	}
+	if l.opts.Sync != SyncNone {
+		l.bg.Add(1)
+		go l.checkpointer()
 	}
 }
 

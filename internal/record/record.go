@@ -32,6 +32,7 @@ var (
 	errChecksum = fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	errNoSecLen = fmt.Errorf("%w: attribute flag set but no room for the section length", ErrCorrupt)
 	errSecPast  = fmt.Errorf("%w: attributes section runs past the record", ErrCorrupt)
+	errSecEmpty = fmt.Errorf("%w: attribute flag set on an empty section", ErrCorrupt)
 )
 
 // Size returns the whole encoded size of a record (header + attributes
@@ -182,6 +183,12 @@ func Decode(buf []byte, maxLength uint32) (View, error) {
 		end := SectionLenSize + int(binary.BigEndian.Uint16(rest))
 		if end > len(rest) {
 			return View{}, errSecPast
+		}
+		if end == SectionLenSize {
+			// Writers never set the flag without attributes; an empty
+			// section means the flag (which the checksum does not cover)
+			// was flipped.
+			return View{}, errSecEmpty
 		}
 		v.Section = rest[:end:end]
 		if err := checkSection(v.Section); err != nil {

@@ -14,7 +14,7 @@ import (
 // cfg.ReadOnly it maps the files read-only, finds the end of the good
 // records and keeps any index repair in memory, writing nothing; otherwise
 // it prepares the segment for appending (see recoverActive).
-func OpenActive(cfg *Config, base uint64) (*Segment, Recovery, error) {
+func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
 	if cfg.ReadOnly {
 		return openActiveReadOnly(cfg, base)
 	}
@@ -24,7 +24,7 @@ func OpenActive(cfg *Config, base uint64) (*Segment, Recovery, error) {
 		s.abandon()
 		return nil, Recovery{}, err
 	}
-	rep, err := s.recoverActive()
+	rep, err := s.recoverActive(h)
 	if err != nil {
 		s.abandon()
 		return nil, rep, err

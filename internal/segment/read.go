@@ -23,19 +23,31 @@ func (s *Segment) Read(offset uint64) (record.View, int64, error) {
 	}
 	end := s.end.Load()
 	x := s.lookupIndex()
+	n := x.entries()
+	i, rel, p, ok := x.off.Floor(n, uint32(offset-s.base))
 	pos, id := int64(0), s.base
-	if _, rel, p, ok := x.off.Floor(x.entries(), uint32(offset-s.base)); ok {
+	if ok {
 		pos, id = int64(p), s.base+uint64(rel)
 	}
 	for id < offset {
 		size, ok := s.skip(pos, end, id)
 		if !ok {
-			return s.resync(offset, pos, end)
+			break
 		}
 		pos += size
 		id++
 	}
-	return s.verify(offset, pos, end)
+	if id == offset {
+		v, at, err := s.verify(offset, pos, end)
+		if err == nil {
+			return v, at, nil
+		}
+		if v, at, rerr := s.resync(offset, x, i, n, end); rerr == nil {
+			return v, at, nil
+		}
+		return v, at, err
+	}
+	return s.resync(offset, x, i, n, end)
 }
 
 // skip reads the header at pos and returns the record's size when the header
@@ -71,25 +83,33 @@ func (s *Segment) verify(offset uint64, pos, end int64) (record.View, int64, err
 	return v, pos, nil
 }
 
-// resync looks for the record offset at or after from when the walk towards
-// it met damage: it searches for the 8 id bytes and accepts the first
-// candidate that verifies. Only damaged segments pay for this.
-func (s *Segment) resync(offset uint64, from, end int64) (record.View, int64, error) {
+// resync looks for the record offset when the walk towards it met damage
+// (a damaged length, or an index entry that points into a record): it
+// searches for its 8 id bytes between the index entries around it and
+// accepts the first candidate that verifies. Only damaged segments pay for
+// this.
+func (s *Segment) resync(offset uint64, x *index, i, n int, end int64) (record.View, int64, error) {
+	from, to := int64(0), end
+	if i > 0 {
+		_, p := x.off.Entry(i - 1)
+		from = int64(p)
+	}
+	if i+1 < n {
+		_, p := x.off.Entry(i + 1)
+		to = min(end, int64(p)+record.HeaderSize)
+	}
 	var want [8]byte
 	binary.BigEndian.PutUint64(want[:], offset)
-	if from < 0 {
-		from = 0
-	}
-	for p := from + 8; p+8 <= end; {
-		i := bytes.Index(s.ro[p:end], want[:])
-		if i < 0 {
+	for p := from + 8; p+8 <= to; {
+		k := bytes.Index(s.ro[p:to], want[:])
+		if k < 0 {
 			break
 		}
-		at := p + int64(i) - 8
+		at := p + int64(k) - 8
 		if v, _, err := s.verify(offset, at, end); err == nil {
 			return v, at, nil
 		}
-		p += int64(i) + 1
+		p += int64(k) + 1
 	}
 	return record.View{}, from, s.corrupt(offset, from, "damaged record on the way to it, and no intact copy of it follows")
 }

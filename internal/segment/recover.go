@@ -1,7 +1,6 @@
 package segment
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -21,10 +20,22 @@ type Recovery struct {
 	Cut            bool          // a torn tail was found past End
 	CutReason      string        // why the walk stopped at End, when Cut
 	ZeroedBytes    int64         // bytes past End made zero again
+	TornBytes      int64         // of those, bytes up to the last non-zero one: the torn tail cut
 	IndexRepaired  bool          // index entries were dropped or added
 	EntriesAdded   int           // index entries written by the walk
 	EntriesDropped int           // index entries found untrustworthy
 	Took           time.Duration // time spent
+	Clean          bool          // opened from a clean-close marker, nothing walked
+	CleanMismatch  string        // why a clean-close marker was not trusted
+	RecoveryPoint  int64         // bytes known synced, below which damage is never cut
+	Damaged        []Damage      // damage found below the recovery point (kept, reported)
+}
+
+// Damage is a record that failed its checks where a good record must be.
+type Damage struct {
+	Offset   uint64 // the id expected there
+	Position int64
+	Reason   string
 }
 
 // entryAt reports whether the record at pos is whole, verifies and has id:
@@ -61,6 +72,7 @@ func (s *Segment) trustedEntries(x *index, buf []byte) int {
 
 // walkResult is where a walk of verified records stopped.
 type walkResult struct {
+	last   int64 // position of the last good record
 	pos    int64
 	next   uint64
 	count  int
@@ -85,56 +97,12 @@ func (s *Segment) walk(buf []byte, pos int64, id uint64, limit int64, sp *sparse
 		if sp.Next(v.Size) && entry != nil {
 			entry(r.next, r.pos)
 		}
+		r.last = r.pos
 		r.pos += int64(v.Size)
 		r.next++
 		r.count++
 	}
 	return r
-}
-
-// recoverActive finds the end of an active segment opened for writing:
-// it trusts the index up to its last entry that verifies, walks forward from
-// there, cuts at the first record that does not verify, writes the index
-// entries the walk finds missing, and zeroes everything past the end.
-func (s *Segment) recoverActive() (Recovery, error) {
-	start := time.Now()
-	w := s.w
-	rep := Recovery{Segment: Name(s.base, LogSuffix)}
-	x := s.idx.Load()
-	valid := x.off.Valid(w.capacity)
-	n := s.trustedEntries(x, s.ro)
-	rep.EntriesDropped = valid - n
-	pos, id := int64(0), s.base
-	if n > 0 {
-		rel, p := x.off.Entry(n - 1)
-		pos, id = int64(p), s.base+uint64(rel)
-		ms, _ := x.tim.Entry(n - 1)
-		w.lastMs = ms
-	}
-	x.n.Store(int64(n))
-	s.clearEntries(x, n)
-	if err := s.checkFirstID(s.ro); err != nil {
-		return rep, err
-	}
-	r := s.walk(s.ro, pos, id, w.capacity, &w.spacer, func(id uint64, pos int64) {
-		s.addEntry(x, id, pos)
-		rep.EntriesAdded++
-	})
-	rep.Walked, rep.Records = r.pos-pos, r.count
-	rep.End, rep.Next = r.pos, r.next
-	if r.stop != nil && !errors.Is(r.stop, record.ErrEnd) {
-		rep.Cut, rep.CutReason = true, r.stop.Error()
-	}
-	rep.IndexRepaired = rep.EntriesAdded > 0 || rep.EntriesDropped > 0
-	w.pos, w.next = r.pos, r.next
-	s.end.Store(r.pos)
-	s.next.Store(r.next)
-	if err := s.zeroTail(r.pos); err != nil {
-		return rep, err
-	}
-	rep.ZeroedBytes = w.capacity - r.pos
-	rep.Took = time.Since(start)
-	return rep, nil
 }
 
 // clearEntries zeroes index entries from n on, where stale or damaged ones

@@ -16,6 +16,7 @@ type writer struct {
 	idxF, timF *os.File
 	spacer     sparseidx.Spacer
 	pos        int64  // == Segment.end, writer's copy
+	lastPos    int64  // position of the last record, -1 when none
 	next       uint64 // == Segment.next, writer's copy
 	lastMs     int64  // time of the newest time-index entry
 	capacity   int64  // mapped size of the .log file
@@ -76,7 +77,7 @@ func Create(cfg *Config, base uint64) (*Segment, error) {
 	if err := s.openWriter(); err != nil {
 		return fail(err)
 	}
-	s.w.next = base
+	s.w.next, s.w.lastPos = base, -1
 	return s, nil
 }
 
@@ -196,6 +197,7 @@ func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error
 	if w.spacer.Next(n) {
 		s.addEntry(x, id, pos)
 	}
+	w.lastPos = pos
 	w.pos = pos + int64(n)
 	w.next = id + 1
 	s.end.Store(w.pos)
@@ -264,10 +266,16 @@ func (s *Segment) Populated() int64 {
 // Sync makes the records written so far durable: fdatasync of the .log file
 // writes back the pages dirtied through the mapping.
 func (s *Segment) Sync() error {
-	if s.f == nil {
-		return nil
+	if s.f != nil {
+		return s.cfg.datasync(s.f)
 	}
-	return s.cfg.datasync(s.f)
+	// A sealed segment opened read-only keeps no descriptor.
+	f, err := os.Open(s.path(LogSuffix))
+	if err != nil {
+		return fmt.Errorf("segment: sync: %w", err)
+	}
+	defer f.Close()
+	return s.cfg.datasync(f)
 }
 
 // Seal trims the active segment and its indexes to their exact sizes, syncs

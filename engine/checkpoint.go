@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// Two small checkpoint files help Open walk less. Neither is ever trusted
+// blindly: each has a version byte and a CRC-32C, and what it says is
+// checked against the log.
+//
+// log.clean, written by a clean Close and removed by the next writable
+// Open (on-disk format: never change, bump the version instead):
+//
+//	0   1  version (1)
+//	1   8  base offset of the active segment
+//	9   8  position of its last record (int64, -1 when empty)
+//	17  8  end: bytes of records in the active segment
+//	25  8  next offset
+//	33  4  bytes appended since the last index entry
+//	37  8  time of the newest time-index entry (Unix ms)
+//	45  4  CRC-32C of bytes 0..44
+//
+// log.recovery, the recovery point, rewritten now and then after a sync:
+//
+//	0   1  version (1)
+//	1   8  base offset of the active segment the point lies in
+//	9   8  position: every byte of that segment below it was synced
+//	17  8  next offset at that position
+//	25  4  CRC-32C of bytes 0..24
+const (
+	cleanName     = "log.clean"
+	cleanSize     = 49
+	recoveryName  = "log.recovery"
+	recoverySize  = 29
+	checkpointVer = 1
+)
+
+type cleanMarker struct {
+	Base  uint64
+	State segment.CleanState
+}
+
+func (c cleanMarker) encode() []byte {
+	b := make([]byte, cleanSize)
+	b[0] = checkpointVer
+	binary.BigEndian.PutUint64(b[1:], c.Base)
+	binary.BigEndian.PutUint64(b[9:], uint64(c.State.LastPos))
+	binary.BigEndian.PutUint64(b[17:], uint64(c.State.End))
+	binary.BigEndian.PutUint64(b[25:], c.State.Next)
+	binary.BigEndian.PutUint32(b[33:], uint32(c.State.SpacerCount))
+	binary.BigEndian.PutUint64(b[37:], uint64(c.State.LastMs))
+	binary.BigEndian.PutUint32(b[45:], crc32.Checksum(b[:45], castagnoli))
+	return b
+}
+
+func decodeClean(b []byte) (cleanMarker, error) {
+	if err := checkSmallFile(b, cleanSize, cleanName); err != nil {
+		return cleanMarker{}, err
+	}
+	return cleanMarker{
+		Base: binary.BigEndian.Uint64(b[1:]),
+		State: segment.CleanState{
+			LastPos:     int64(binary.BigEndian.Uint64(b[9:])),
+			End:         int64(binary.BigEndian.Uint64(b[17:])),
+			Next:        binary.BigEndian.Uint64(b[25:]),
+			SpacerCount: int(binary.BigEndian.Uint32(b[33:])),
+			LastMs:      int64(binary.BigEndian.Uint64(b[37:])),
+		},
+	}, nil
+}
+
+type recoveryPoint struct {
+	Base uint64
+	Pos  int64
+	Next uint64
+}
+
+func (r recoveryPoint) encode() []byte {
+	b := make([]byte, recoverySize)
+	b[0] = checkpointVer
+	binary.BigEndian.PutUint64(b[1:], r.Base)
+	binary.BigEndian.PutUint64(b[9:], uint64(r.Pos))
+	binary.BigEndian.PutUint64(b[17:], r.Next)
+	binary.BigEndian.PutUint32(b[25:], crc32.Checksum(b[:25], castagnoli))
+	return b
+}
+
+func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
+	if err := checkSmallFile(b, recoverySize, recoveryName); err != nil {
+		return recoveryPoint{}, err
+	}
+	return recoveryPoint{
+		Base: binary.BigEndian.Uint64(b[1:]),
+		Pos:  int64(binary.BigEndian.Uint64(b[9:])),
+		Next: binary.BigEndian.Uint64(b[17:]),
+	}, nil
+}
+
+// checkSmallFile checks the size, version and trailing CRC of a checkpoint.
+func checkSmallFile(b []byte, size int, name string) error {
+	if len(b) != size {
+		return fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, name, len(b), size)
+	}
+	if b[0] != checkpointVer {
+		return fmt.Errorf("%w: %s has version %d", ErrCorrupt, name, b[0])
+	}
+	if got, want := binary.BigEndian.Uint32(b[size-4:]), crc32.Checksum(b[:size-4], castagnoli); got != want {
+		return fmt.Errorf("%w: %s checksum %08x, want %08x", ErrCorrupt, name, got, want)
+	}
+	return nil
+}
+
+// readHint gathers what the checkpoint files say about the active segment
+// at base. A missing, damaged or stale file just gives no hint (and a note
+// in the report); the walk then does the work.
+func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
+	var h segment.Hint
+	if b, err := os.ReadFile(filepath.Join(dir, cleanName)); err == nil {
+		if c, err := decodeClean(b); err != nil {
+			rep.Notes = append(rep.Notes, "clean-close marker ignored: "+err.Error())
+		} else if c.Base == base {
+			h.Clean = &c.State
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, recoveryName)); err == nil {
+		if r, err := decodeRecoveryPoint(b); err != nil {
+			rep.Notes = append(rep.Notes, "recovery point ignored: "+err.Error())
+		} else if r.Base == base && r.Pos > 0 {
+			h.RecoveryPoint = r.Pos
+		}
+	}
+	return h
+}
