@@ -1,0 +1,6 @@
+//go:build race
+
+package inflight
+
+// raceEnabled shortens the randomized tests under the slow race detector.
+const raceEnabled = true
