@@ -333,6 +333,9 @@ func (l *Log) closeSegments() error {
 	return errors.Join(errs...)
 }
 
+// MaxRecordBytes returns the largest body Append accepts.
+func (l *Log) MaxRecordBytes() int { return l.maxBody }
+
 // Next returns the offset the next appended record will get.
 func (l *Log) Next() uint64 { return l.next.Load() }
 

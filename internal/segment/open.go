@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/sparseidx"
@@ -43,7 +44,9 @@ func openActiveReadOnly(cfg *Config, base uint64) (*Segment, Recovery, error) {
 		s.finish()
 		return nil, Recovery{}, err
 	}
+	start := time.Now()
 	rep := s.checkIndex(int64(len(s.ro)), true)
+	rep.Took = time.Since(start)
 	return s, rep, nil
 }
 

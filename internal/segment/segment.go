@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -182,6 +183,7 @@ func (s *Segment) finish() {
 
 // corrupt builds the error for damage at pos.
 func (s *Segment) corrupt(offset uint64, pos int64, why string) error {
+	why = strings.TrimPrefix(why, ErrCorrupt.Error()+": ")
 	return fmt.Errorf("%w: offset %d in segment %s at position %d: %s",
 		ErrCorrupt, offset, Name(s.base, LogSuffix), pos, why)
 }

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+func TestVerifyHealthy(t *testing.T) {
+	dir := t.TempDir()
+	appendMessages(t, dir, messages("v", 200), "--segment-bytes", "1000")
+	r := mustRun(t, "", "verify", "--dir", dir)
+	for _, want := range []string{"records: 200 verified, 0 damaged", "healthy\n", "segments: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "damaged:") {
+		t.Errorf("healthy report names damage:\n%s", r.stdout)
+	}
+}
+
+func TestVerifyDamagedSealedSegment(t *testing.T) {
+	dir := t.TempDir()
+	msgs := messages("sealed", 200)
+	appendMessages(t, dir, msgs, "--segment-bytes", "1000")
+	infos := parseDumpText(t, mustRun(t, "", "dump", "--dir", dir).stdout)
+	const victim = 3 // in the first segment, which is sealed
+	in := infos[victim]
+	if in.Segment == infos[len(infos)-1].Segment {
+		t.Fatal("the victim's segment is the active one")
+	}
+	path := filepath.Join(dir, in.Segment)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[in.Position+16] ^= 0x01 // the first body byte
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runCmd(t, "", "verify", "--dir", dir)
+	if r.code != 1 {
+		t.Fatalf("verify of a damaged log: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want := fmt.Sprintf("damaged: offset %d in segment %s at position %d: ", victim, in.Segment, in.Position)
+	if !strings.Contains(r.stdout, want) {
+		t.Fatalf("report lacks %q:\n%s", want, r.stdout)
+	}
+	if !strings.Contains(r.stdout, want+"checksum mismatch\n") {
+		t.Errorf("the reason is not given once, plainly:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "199 verified, 1 damaged") {
+		t.Errorf("report miscounts:\n%s", r.stdout)
+	}
+
+	// read refuses the damaged record and still serves its neighbours.
+	rr := runCmd(t, "", "read", "--dir", dir, "--offset", strconv.Itoa(victim))
+	if rr.code != 1 || rr.stdout != "" {
+		t.Fatalf("read of the damaged record: exit %d, stdout %q", rr.code, rr.stdout)
+	}
+	oneLine(t, "read stderr", rr.stderr)
+	if got := mustRun(t, "", "read", "--dir", dir, "--offset", strconv.Itoa(victim+1)).stdout; got != msgs[victim+1] {
+		t.Fatalf("neighbour: got %q", got)
+	}
+
+	// dump lists it as not ok, and says why on stderr only.
+	d := mustRun(t, "", "dump", "--dir", dir)
+	after := parseDumpText(t, d.stdout)
+	for _, a := range after {
+		if a.OK != (a.Offset != victim) {
+			t.Fatalf("dump: offset %d ok=%v", a.Offset, a.OK)
+		}
+	}
+	oneLine(t, "dump stderr", d.stderr)
+	if !strings.Contains(d.stderr, want) {
+		t.Errorf("dump stderr %q does not name the offset", d.stderr)
+	}
+}
+
+// TestReadOnlyCommandsChangeNothing runs read, dump and verify beside a
+// writer in this process and checks that no file changed.
+func TestReadOnlyCommandsChangeNothing(t *testing.T) {
+	dir := t.TempDir()
+	msgs := messages("ro", 150)
+	appendMessages(t, dir, msgs, "--segment-bytes", "1200")
+	l, err := engine.Open(dir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if off, err := l.Append([]byte("by the writer")); err != nil || off != 150 {
+		t.Fatal(off, err)
+	}
+	msgs = append(msgs, "by the writer")
+
+	before := hashDir(t, dir)
+	for i := range msgs {
+		if got := mustRun(t, "", "read", "--dir", dir, "--offset", strconv.Itoa(i)).stdout; got != msgs[i] {
+			t.Fatalf("read %d: got %q, want %q", i, got, msgs[i])
+		}
+	}
+	checkDump(t, dir, parseDumpText(t, mustRun(t, "", "dump", "--dir", dir).stdout), msgs, 0)
+	checkDump(t, dir, parseDumpJSON(t, mustRun(t, "", "dump", "--dir", dir, "--json", "--from", "0").stdout), msgs, 0)
+	v := mustRun(t, "", "verify", "--dir", dir)
+	if !strings.Contains(v.stdout, "151 verified") {
+		t.Fatalf("verify:\n%s", v.stdout)
+	}
+	if after := hashDir(t, dir); after != before {
+		t.Fatal("read, dump or verify changed a file")
+	}
+
+	// The writer still works.
+	if off, err := l.Append([]byte("later")); err != nil || off != 151 {
+		t.Fatal(off, err)
+	}
+}
