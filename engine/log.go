@@ -138,6 +138,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		MaxRecord:     int(record.MaxLength(l.maxBody)) + 4,
 		ReadOnly:      opts.ReadOnly,
 		FileMode:      opts.FileMode,
+		Retire:        opts.retire,
 		Allocate:      opts.allocate,
 		Datasync:      opts.datasync,
 		NowMillis:     func() int64 { return opts.now().UnixMilli() },

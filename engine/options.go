@@ -77,6 +77,9 @@ type Options struct {
 	FileMode os.FileMode
 	DirMode  os.FileMode
 
+	// retire keeps closed segments' addresses readable (set by queues).
+	retire bool
+
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error
 	datasync func(f *os.File) error

@@ -5,6 +5,7 @@ package mmapfile
 import (
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,6 +98,23 @@ func Advise(b []byte, off, n int, a Advice) error {
 	}
 	if err := unix.Madvise(r, int(a)); err != nil {
 		return fmt.Errorf("mmapfile: madvise: %w", err)
+	}
+	return nil
+}
+
+// Retire replaces a read-only mapping with anonymous, read-only zero pages
+// at the same addresses, and so lets go of the file without leaving the
+// addresses unmapped: a slice of b that a caller keeps by mistake reads
+// zeros instead of crashing the process, and writing into it still faults.
+// The address range stays reserved (no memory is used for it).
+func Retire(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	_, err := unix.MmapPtr(-1, 0, unsafe.Pointer(&b[0]), uintptr(len(b)), unix.PROT_READ,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	if err != nil {
+		return fmt.Errorf("mmapfile: retire mapping: %w", err)
 	}
 	return nil
 }

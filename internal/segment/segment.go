@@ -32,6 +32,12 @@ type Config struct {
 	ReadOnly      bool   // never write, truncate or create a file
 	FileMode      os.FileMode
 
+	// Retire keeps the addresses of a segment's read-only mapping reserved
+	// after the last reference is dropped (as zero pages), for callers
+	// whose contract says a stale slice may be read but must never crash
+	// the process (the queue's message bodies).
+	Retire bool
+
 	// Allocate reserves file space; nil means mmapfile.Allocate. Tests
 	// replace it to inject a full disk.
 	Allocate func(f *os.File, off, n int64) error
@@ -163,7 +169,13 @@ func (s *Segment) Close() error {
 
 // finish unmaps everything once no one holds a reference.
 func (s *Segment) finish() {
-	_ = mmapfile.Unmap(s.ro)
+	if s.cfg.Retire {
+		if mmapfile.Retire(s.ro) != nil {
+			_ = mmapfile.Unmap(s.ro)
+		}
+	} else {
+		_ = mmapfile.Unmap(s.ro)
+	}
 	s.ro = nil
 	_ = mmapfile.Unmap(s.rw)
 	s.rw = nil
