@@ -96,3 +96,42 @@ func TestSmokeVerify(t *testing.T) {
 	}
 	ro.Close()
 }
+
+func TestSmokeDropBefore(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := 0; i < 200; i++ {
+		if _, err := l.Append(bytes.Repeat([]byte{1}, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := l.Read(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := l.DropBefore(100)
+	if err != nil || n == 0 {
+		t.Fatal(n, err)
+	}
+	if l.First() > 100 || l.First() == 0 {
+		t.Fatal(l.First())
+	}
+	if _, err := l.Read(5); err == nil {
+		t.Fatal("read of a dropped offset succeeded")
+	}
+	if !bytes.Equal(held.Body, bytes.Repeat([]byte{1}, 100)) {
+		t.Fatal("held record changed")
+	}
+	held.Release()
+	for i := l.First(); i < 200; i++ {
+		r, err := l.Read(i)
+		if err != nil {
+			t.Fatal(i, err)
+		}
+		r.Release()
+	}
+}
