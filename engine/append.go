@@ -103,6 +103,7 @@ func (l *Log) roll() (*segment.Segment, error) {
 	}
 	if !syncing {
 		l.sync.pending = append(l.sync.pending, old)
+		l.sync.dirDirty = true
 	}
 	segs := append(*l.segs.Load(), s)
 	l.publish(segs)

@@ -27,6 +27,9 @@ type syncState struct {
 	// those sealed under SyncNone, and every segment found at Open. The
 	// next sync covers them before it reports anything durable.
 	pending []*segment.Segment
+	// dirDirty: a segment file was created or removed since the directory
+	// was last synced (guarded by Log.mu).
+	dirDirty bool
 }
 
 // setDurable records what Open knows to be durable: offsets below next, and
@@ -127,6 +130,8 @@ func (st *syncState) run(l *Log) {
 	}
 	pending := st.pending
 	st.pending = nil
+	dirDirty := st.dirDirty
+	st.dirDirty = false
 	l.mu.Unlock()
 	var err error
 	for i, p := range pending {
@@ -140,6 +145,10 @@ func (st *syncState) run(l *Log) {
 			l.mu.Unlock()
 			break
 		}
+	}
+	// Sealed segments first, then the directory entries of the new ones.
+	if dirDirty && err == nil {
+		err = syncDir(l.dir)
 	}
 	if ok {
 		if err == nil {

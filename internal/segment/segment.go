@@ -177,8 +177,10 @@ func (s *Segment) finish() {
 		_ = mmapfile.Unmap(s.ro)
 	}
 	s.ro = nil
+	s.popMu.Lock() // the prefaulter may still hold this segment
 	_ = mmapfile.Unmap(s.rw)
 	s.rw = nil
+	s.popMu.Unlock()
 	if x := s.idx.Load(); x != nil {
 		_ = mmapfile.Unmap(x.offMap)
 		_ = mmapfile.Unmap(x.timMap)

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/mmapfile"
+)
+
+// Truncate removes every record at or after offset, so that the next Append
+// gets offset (a replicated log drops a conflicting tail this way). offset
+// must lie in [First, Next]; Next is a no-op. It is durable when it returns.
+//
+// Crash safety: newer segments are removed newest first, then the segment
+// holding offset has its tail zeroed in place (never shrunk, so a reader
+// still holding a record of the cut tail reads zeros rather than faulting)
+// and synced. A crash part way leaves the log as it was minus some of its
+// newest records, never with a gap.
+func (l *Log) Truncate(offset uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	next := l.next.Load()
+	segs := *l.segs.Load()
+	if offset == next {
+		return nil
+	}
+	if offset > next || offset < segs[0].Base() {
+		return fmt.Errorf("%w: truncate at %d outside the log [%d, %d]", ErrNotFound, offset, segs[0].Base(), next)
+	}
+	for _, name := range []string{cleanName, recoveryName} {
+		_ = os.Remove(filepath.Join(l.dir, name))
+	}
+	k, _ := slices.BinarySearchFunc(segs, offset, func(s *segment.Segment, o uint64) int {
+		switch {
+		case s.Base() > o:
+			return 1
+		case s.Base() < o:
+			return -1
+		}
+		return 0
+	})
+	if k == len(segs) || segs[k].Base() > offset {
+		k--
+	}
+	pos, err := l.cutPosition(segs[k], offset)
+	if err != nil {
+		return err
+	}
+	// Newest first: each removal leaves a contiguous prefix behind.
+	for i := len(segs) - 1; i > k; i-- {
+		l.dropNewest(segs[:i+1])
+	}
+	return l.reopenAt(segs[:k+1], pos)
+}
+
+// cutPosition is where the record at offset begins: the end of the record
+// before it, which must verify (so that a damaged record can be cut too).
+func (l *Log) cutPosition(s *segment.Segment, offset uint64) (int64, error) {
+	if offset == s.Base() {
+		return 0, nil
+	}
+	v, pos, err := s.Read(offset - 1)
+	if err != nil {
+		return 0, fmt.Errorf("pagelog: truncate at %d: the record before it does not verify: %w", offset, err)
+	}
+	return pos + int64(v.Size), nil
+}
+
+// dropNewest unpublishes and removes the newest segment of segs.
+func (l *Log) dropNewest(segs []*segment.Segment) {
+	s := segs[len(segs)-1]
+	l.publish(slices.Clone(segs[:len(segs)-1]))
+	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
+	if s == l.active {
+		l.active = nil
+	}
+	removeSegmentFiles(l.dir, s.Base())
+	_ = s.Close()
+}
+
+// reopenAt makes the last segment of segs the active one, holding only its
+// bytes below pos (all of it removed when pos is 0 and it is not the only
+// segment).
+func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
+	s := segs[len(segs)-1]
+	if pos == 0 && len(segs) > 1 {
+		l.dropNewest(segs)
+		segs = segs[:len(segs)-1]
+		s = segs[len(segs)-1]
+		pos = s.End()
+	}
+	base := s.Base()
+	l.publish(slices.Clone(segs[:len(segs)-1]))
+	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
+	if s == l.active {
+		l.active = nil
+	}
+	_ = s.Close()
+	if err := zeroFileTail(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos); err != nil {
+		l.sync.fail(err)
+		return err
+	}
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
+	}
+	ns, _, err := segment.OpenActive(l.cfg, base, segment.Hint{})
+	if err != nil {
+		l.sync.fail(err)
+		return err
+	}
+	if err := ns.Sync(); err != nil {
+		l.sync.fail(err)
+		return err
+	}
+	l.publish(append(slices.Clone(segs[:len(segs)-1]), ns))
+	l.active = ns
+	l.next.Store(ns.Next())
+	l.pre.rolled(ns)
+	if d := l.sync.durable.Load(); d > ns.Next() {
+		l.sync.durable.Store(ns.Next())
+	}
+	return syncDir(l.dir)
+}
+
+// zeroFileTail makes the bytes of path from pos on read as zeros, keeping
+// the file's size, and syncs it.
+func zeroFileTail(path string, pos int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("pagelog: truncate: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("pagelog: truncate: %w", err)
+	}
+	if st.Size() > pos {
+		if err := mmapfile.ZeroRange(f, pos, st.Size()-pos); err != nil {
+			return err
+		}
+	}
+	return errors.Join(mmapfile.Datasync(f))
+}
