@@ -34,6 +34,7 @@ func init() {
 		{"read", "write one record's body to stdout", runRead},
 		{"dump", "list every record with its place on disk", runDump},
 		{"verify", "check every record and index; exit 1 on damage", runVerify},
+		{"recover", "cut a torn tail, rewrite damaged indexes; --truncate-at-damage cuts damage", runRecover},
 		{"demo", "append, read back, reopen and verify a large log; print figures", runDemo},
 		{"help", "show this text, or a subcommand's usage", runHelp},
 	}

@@ -80,6 +80,9 @@ func writeVerifyReport(w io.Writer, rep engine.VerifyReport, first, next uint64,
 func writeRecovery(w io.Writer, r engine.Recovery) {
 	fmt.Fprintf(w, "open: took %s, %d segments, %d indexes rebuilt, %d torn bytes truncated\n",
 		r.Took.Round(time.Microsecond), r.Segments, r.IndexesRebuilt, r.TruncatedBytes)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "open: %s\n", n)
+	}
 	writeSegmentRecovery(w, "active segment", r.Active)
 	for _, s := range r.Sealed {
 		writeSegmentRecovery(w, "sealed segment", s)
@@ -99,6 +102,15 @@ func writeSegmentRecovery(w io.Writer, what string, s engine.SegmentRecovery) {
 	if s.IndexRepaired {
 		fmt.Fprintf(w, "%s %s: index repaired: %d entries added, %d dropped\n",
 			what, s.Segment, s.EntriesAdded, s.EntriesDropped)
+	}
+	if s.Clean {
+		fmt.Fprintf(w, "%s %s: clean close marker checked, nothing walked\n", what, s.Segment)
+	} else if s.CleanMismatch != "" {
+		fmt.Fprintf(w, "%s %s: clean close marker not trusted: %s\n", what, s.Segment, s.CleanMismatch)
+	}
+	for _, d := range s.Damaged {
+		fmt.Fprintf(w, "%s %s: damage below the recovery point %d, kept and reported: offset %d at position %d: %s\n",
+			what, s.Segment, s.RecoveryPoint, d.Offset, d.Position, d.Reason)
 	}
 }
 

@@ -168,40 +168,79 @@ func allZero(b []byte) bool {
 // of entries.
 func (s *Segment) rebuild(end int64) int {
 	old := s.idx.Load()
+	b := s.buildIndex(end)
+	x := &index{off: sparseidx.Offsets{Buf: b.offs}, tim: sparseidx.Times{Buf: b.tims}}
+	x.n.Store(int64(len(b.offs) / sparseidx.OffsetEntrySize))
+	if !s.cfg.ReadOnly {
+		s.writeIndexFiles(b.offs, b.tims)
+	}
+	s.retired = append(s.retired, old.offMap, old.timMap)
+	s.idx.Store(x)
+	return int(x.n.Load())
+}
+
+// built is an index built from the records, with the sparse rule's state
+// after the last record.
+type built struct {
+	offs, tims []byte
+	spacer     sparseidx.Spacer
+	lastMs     int64
+}
+
+// buildIndex walks the records in [0, end) and returns the entries the
+// sparse rule gives them. Append times are kept from the old time index
+// where it has the same entry, else taken as the file's modification time
+// (later than every append to it: records may look younger, never older).
+func (s *Segment) buildIndex(end int64) built {
+	old := s.idx.Load()
+	oldN := max(old.entries(), old.tim.Valid())
 	buf := s.ro[:end]
 	mtime := s.modTime()
-	var offs, tims []byte
-	sp := sparseidx.Spacer{Interval: s.cfg.IndexInterval}
-	var lastMs int64
+	b := built{spacer: sparseidx.Spacer{Interval: s.cfg.IndexInterval}}
 	add := func(id uint64, pos int64) {
 		rel := uint32(id - s.base)
 		ms := mtime
-		if i, ok := old.tim.FloorRel(old.entries(), rel); ok {
+		if i, ok := old.tim.FloorRel(oldN, rel); ok {
 			if t, r := old.tim.Entry(i); r == rel && t <= mtime {
 				ms = t
 			}
 		}
-		ms = max(ms, lastMs)
-		lastMs = ms
-		offs = appendOffset(offs, rel, uint32(pos))
-		tims = appendTime(tims, ms, rel)
+		ms = max(ms, b.lastMs)
+		b.lastMs = ms
+		b.offs = appendOffset(b.offs, rel, uint32(pos))
+		b.tims = appendTime(b.tims, ms, rel)
 	}
 	pos, id := int64(0), s.base
 	for pos < end {
-		r := s.walk(buf, pos, id, end, &sp, add)
+		r := s.walk(buf, pos, id, end, &b.spacer, add)
 		if r.stop == nil || errors.Is(r.stop, record.ErrEnd) {
 			break
 		}
 		pos, id = s.skipDamage(buf, r.pos, r.next)
 	}
-	x := &index{off: sparseidx.Offsets{Buf: offs}, tim: sparseidx.Times{Buf: tims}}
-	x.n.Store(int64(len(offs) / sparseidx.OffsetEntrySize))
-	if !s.cfg.ReadOnly {
-		s.writeIndexFiles(offs, tims)
+	return b
+}
+
+// RebuildIndex rebuilds the segment's index from its records whatever
+// state it is in, and writes it back (a read-only log keeps it in memory).
+// For the active segment, it rewrites the mapped index files in place; the
+// caller must not be appending. It returns the number of entries.
+func (s *Segment) RebuildIndex() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.checked.Store(true)
+	if s.w == nil {
+		return s.rebuild(s.end.Load())
 	}
-	s.retired = append(s.retired, old.offMap, old.timMap)
-	s.idx.Store(x)
-	return int(x.n.Load())
+	b := s.buildIndex(s.end.Load())
+	x := s.idx.Load()
+	n := min(len(b.offs)/sparseidx.OffsetEntrySize, x.off.Cap(), x.tim.Cap())
+	copy(x.offMap, b.offs[:n*sparseidx.OffsetEntrySize])
+	copy(x.timMap, b.tims[:n*sparseidx.TimeEntrySize])
+	x.n.Store(int64(n))
+	s.clearEntries(x, n)
+	s.w.spacer, s.w.lastMs = b.spacer, max(s.w.lastMs, b.lastMs)
+	return n
 }
 
 // skipDamage finds the first record after pos that verifies and whose id is
