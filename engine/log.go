@@ -33,7 +33,6 @@ type Log struct {
 	segs   atomic.Pointer[[]*segment.Segment]
 	next   atomic.Uint64 // offset of the next record
 	closed atomic.Bool
-	ioErr  error // a failed roll's cause, cleared by the next success
 
 	sync syncState
 	pre  prefaulter
@@ -139,6 +138,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		ReadOnly:      opts.ReadOnly,
 		FileMode:      opts.FileMode,
 		Retire:        opts.retire,
+		SmallPages:    opts.Sync == SyncAlways,
 		Allocate:      opts.allocate,
 		Datasync:      opts.datasync,
 		NowMillis:     func() int64 { return opts.now().UnixMilli() },

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,11 @@ func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
 			st.running = true
 			st.done = make(chan struct{})
 			st.mu.Unlock()
+			// Let appenders that are ready to run put their records in
+			// first, so that this sync covers them too: the group grows
+			// at the cost of one scheduler pass, and a lone appender
+			// loses nothing.
+			runtime.Gosched()
 			st.run(l)
 			continue
 		}
@@ -259,6 +265,7 @@ type prefaulter struct {
 	mark  int64 // writer-side: the end position at which to kick next
 	seg   atomic.Pointer[segmentRef]
 	ahead int64
+	step  int64
 }
 
 type segmentRef struct{ prefault func(int64) }
@@ -266,6 +273,8 @@ type segmentRef struct{ prefault func(int64) }
 const (
 	prefaultAhead = 8 << 20 // bytes kept mapped ahead of the writer
 	prefaultStep  = 1 << 20 // kick the prefaulter every this many bytes
+
+	prefaultAheadSync = 64 << 10 // ahead of the writer under SyncAlways
 )
 
 // wrote is called by the writer (under l.mu) after an append.
@@ -273,7 +282,7 @@ func (p *prefaulter) wrote(end int64) {
 	if p.kick == nil || end < p.mark {
 		return
 	}
-	p.mark = end + prefaultStep
+	p.mark = end + p.step
 	select {
 	case p.kick <- struct{}{}:
 	default:
@@ -287,6 +296,13 @@ func (l *Log) startBackground() {
 	}
 	l.pre.kick = make(chan struct{}, 1)
 	l.pre.ahead = min(prefaultAhead, l.cfg.SegmentBytes)
+	if l.opts.Sync == SyncAlways {
+		// Every page the prefaulter dirties ahead is written by the next
+		// fdatasync: keep only a few pages ahead (measured: 64 appenders
+		// wrote 30% more per sync with 8 MiB ahead).
+		l.pre.ahead = prefaultAheadSync
+	}
+	l.pre.step = min(prefaultStep, l.pre.ahead/2)
 	l.pre.rolled(l.active)
 	l.bg.Add(1)
 	go l.prefaultLoop()

@@ -32,6 +32,12 @@ type Config struct {
 	ReadOnly      bool   // never write, truncate or create a file
 	FileMode      os.FileMode
 
+	// SmallPages keeps the active mapping in 4 KiB pages. Large folios
+	// make a page fault map many pages at once, but a dirty large folio is
+	// written back whole: under a policy that syncs after every append, a
+	// 1 KiB record would cost a multi-megabyte write.
+	SmallPages bool
+
 	// Retire keeps the addresses of a segment's read-only mapping reserved
 	// after the last reference is dropped (as zero pages), for callers
 	// whose contract says a stale slice may be read but must never crash
