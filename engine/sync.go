@@ -60,7 +60,7 @@ func (st *syncState) failed() error {
 func (st *syncState) fail(cause error) {
 	st.mu.Lock()
 	if st.err == nil {
-		st.err = fmt.Errorf("%w: %v", ErrSyncFailed, cause)
+		st.err = fmt.Errorf("%w: %w", ErrSyncFailed, cause)
 	}
 	st.mu.Unlock()
 }
@@ -166,7 +166,7 @@ func (st *syncState) run(l *Log) {
 	st.mu.Lock()
 	if err != nil {
 		if st.err == nil {
-			st.err = fmt.Errorf("%w: %v", ErrSyncFailed, err)
+			st.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
 		}
 	} else if target > st.durable.Load() {
 		st.durable.Store(target)
