@@ -3,6 +3,7 @@ package bench
 import (
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -163,7 +164,7 @@ func BenchmarkScan(b *testing.B) {
 	})
 }
 
-// BenchmarkOpen opens and closes a cleanly closed 1 GiB log.
+// BenchmarkOpen opens a cleanly closed 1 GiB log (Close is not timed).
 func BenchmarkOpen(b *testing.B) {
 	dir := fixtureOpen.build(b)
 	b.Run("log=1GiB", func(b *testing.B) {
@@ -173,10 +174,39 @@ func BenchmarkOpen(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if l.Next() != uint64(fixtureOpen.n) {
-				b.Fatalf("next %d", l.Next())
+			if l.Next() != uint64(fixtureOpen.n) || !l.Recovery().Clean {
+				b.Fatalf("next %d clean %v", l.Next(), l.Recovery().Clean)
 			}
+			b.StopTimer()
+			l.Close() // writes the clean-close marker for the next round
+			b.StartTimer()
+		}
+	})
+}
+
+// BenchmarkRecover opens a 1 GiB log after an unclean stop (no clean-close
+// marker, as after kill -9): the recovery walk of the active segment, the
+// zeroing of its tail and the index checks.
+func BenchmarkRecover(b *testing.B) {
+	dir := fixtureOpen.build(b)
+	b.Run("log=1GiB", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			if err := os.Remove(filepath.Join(dir, "log.clean")); err != nil && !os.IsNotExist(err) {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			l, err := engine.Open(dir, engine.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if l.Recovery().Clean || l.Next() != uint64(fixtureOpen.n) {
+				b.Fatalf("clean %v next %d", l.Recovery().Clean, l.Next())
+			}
+			b.StopTimer()
 			l.Close()
+			b.StartTimer()
 		}
 	})
 }

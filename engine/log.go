@@ -120,6 +120,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 			m.FirstOffset = bases[0]
 		}
 	}
+	stored := m
 	m = m.with(opts)
 	l := &Log{
 		dir: dir, opts: opts, meta: m, readOnly: opts.ReadOnly, lockFile: lock,
@@ -143,7 +144,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		Datasync:      opts.datasync,
 		NowMillis:     func() int64 { return opts.now().UnixMilli() },
 	}
-	if !l.readOnly {
+	if !l.readOnly && (!hasMeta || m != stored) {
 		if err := replaceFile(dir, metaName, m.encode(), opts.FileMode); err != nil {
 			return nil, err
 		}
