@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
 
@@ -72,6 +73,9 @@ func (s *Segment) mapReadOnly() error {
 	}
 	_ = f.Close()
 	s.ro = m
+	// Large folios let one read fault map many pages (no writes go through
+	// this mapping, so nothing is written back whole).
+	_ = mmapfile.Advise(m, 0, len(m), mmapfile.HugePage)
 	x := &index{}
 	if f, m, err := openMapped(s.path(IndexSuffix)); err == nil {
 		_ = f.Close()
