@@ -30,6 +30,10 @@ func Populate(b []byte, off, n int) error {
 	return nil
 }
 
+// HugePage asks for large folios (MADV_HUGEPAGE): one page fault may then
+// map many pages.
+const HugePage Advice = unix.MADV_HUGEPAGE
+
 // Allocate reserves disk blocks for f[off:off+n] and extends the file size to
 // cover them (fallocate mode 0), so that a later write through a mapping
 // cannot fail for lack of space with a SIGBUS: a full disk is an error here,

@@ -86,7 +86,6 @@ const (
 	Sequential Advice = unix.MADV_SEQUENTIAL
 	WillNeed   Advice = unix.MADV_WILLNEED
 	DontNeed   Advice = unix.MADV_DONTNEED
-	HugePage   Advice = unix.MADV_HUGEPAGE
 )
 
 // Advise applies an madvise hint to b[off:off+n]. Hints are advice: callers
@@ -95,6 +94,9 @@ func Advise(b []byte, off, n int, a Advice) error {
 	r := pageRange(b, off, n)
 	if len(r) == 0 {
 		return nil
+	}
+	if a < 0 {
+		return nil // not supported on this system
 	}
 	if err := unix.Madvise(r, int(a)); err != nil {
 		return fmt.Errorf("mmapfile: madvise: %w", err)
