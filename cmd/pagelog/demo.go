@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -8,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -21,8 +25,10 @@ import (
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "[--dir D] [--messages N] [--size S]",
 		"Appends N messages of S bytes (sync none), reads them all back without\n"+
-			"copying and checks them, closes, reopens and verifies the log, and prints\n"+
-			"throughput and latency figures. Works in a new temporary directory that is\n"+
+			"copying and checks them, closes, reopens and verifies the log. Then runs a\n"+
+			"queue: 4 workers send, receive and delete N messages; the first process is\n"+
+			"killed with SIGKILL half-way and a second one reopens the queue and finishes,\n"+
+			"counting redeliveries. Prints throughput and latency figures. Works in a new temporary directory that is\n"+
 			"removed at the end, or in D, which is kept. Phases are reported on standard\n"+
 			"error as they complete, the summary on standard output.", stderr)
 	dir := fs.String("dir", "", "log `directory` (default: a new temporary directory, removed at the end)")
@@ -71,6 +77,7 @@ var demoPhases = []struct {
 	{"read", (*demo).readPhase},
 	{"reopen", (*demo).reopenPhase},
 	{"verify", (*demo).verifyPhase},
+	{"queue", (*demo).queuePhase},
 }
 
 // run prepares the directory, runs every phase and prints the summary.
@@ -123,15 +130,15 @@ func (d *demo) run(dir string) (err error) {
 // recordBytes is the size of the records on disk: 16 bytes of header each.
 func (d *demo) recordBytes() int64 { return int64(d.messages) * int64(d.size+16) }
 
-// checkSpace refuses to start when the file system holds less than twice
-// the data: the log, its indexes and preallocated tails, and room to spare.
+// checkSpace refuses to start when the file system holds less than three
+// times the data: the log, the queue, their indexes and preallocated tails.
 func (d *demo) checkSpace() error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(d.dir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", d.dir, err)
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
-	need := 2 * d.recordBytes()
+	need := 3 * d.recordBytes()
 	if free < need {
 		return fmt.Errorf("not enough disk space in %s: %s of records needs %s free, %s available (use --messages, --size or --dir)",
 			d.dir, formatBytes(d.recordBytes()), formatBytes(need), formatBytes(free))
@@ -327,4 +334,134 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+// queuePhase runs the queue demo in d.dir/queue: a child process works
+// until the parent kills it (SIGKILL) half-way, then the parent reopens the
+// queue and finishes with 4 workers. A marks file shared with the child
+// tells which messages each process received and deleted.
+func (d *demo) queuePhase() (err error) {
+	qdir := filepath.Join(d.dir, "queue")
+	marksPath := filepath.Join(d.dir, "queue-demo.marks")
+	if err := os.RemoveAll(qdir); err != nil {
+		return err
+	}
+	marks, err := mapMarks(marksPath, d.messages)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		err = errors.Join(err, unmapMarks(marks), os.Remove(marksPath))
+	}()
+	child, err := d.runQueueChild(qdir, marksPath)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	q, err := engine.OpenQueue(qdir, engine.QueueOptions{})
+	if err != nil {
+		return err
+	}
+	opened := time.Since(t0)
+	w := &queueWorkers{d: d, q: q, marks: marks, recv: markReceived2, del: markDeleting2,
+		lat: make([][]time.Duration, queueDemoWorkers)}
+	start := time.Now()
+	err = w.run(d.ctx, int64(q.Stats().End), true)
+	wall := time.Since(start)
+	final, rec := q.Stats(), q.Recovery()
+	if err = errors.Join(err, q.Close()); err != nil {
+		return err
+	}
+	twice, err := checkAllDeleted(marks, final)
+	if err != nil {
+		return err
+	}
+	d.lat = slices.Concat(w.lat...)
+	n := len(d.lat)
+	d.summary = append(d.summary,
+		fmt.Sprintf("%-7s first process: %d send+receive+delete cycles in %s (%.0f cycles/s), then killed with SIGKILL",
+			"queue", child.cycles, fmtDur(child.took), float64(child.cycles)/child.took.Seconds()),
+		fmt.Sprintf("%-7s reopened in %s at head %d (%s), %d delete records replayed",
+			"queue", fmtDur(opened), rec.Head, rec.HeadFrom, rec.DeleteRecords),
+		d.queueLine(n, wall),
+		fmt.Sprintf("%-7s redeliveries: %d (deleted by both processes: %d); all %d messages deleted, queue empty (head = end = %d)",
+			"queue", w.redelivered.Load(), twice, d.messages, final.End))
+	return nil
+}
+
+// queueLine is the figures line of the second process: cycles, wall time,
+// MB/s of bodies, cycles/s, p50 and p99 of a cycle.
+func (d *demo) queueLine(n int, wall time.Duration) string {
+	slices.Sort(d.lat)
+	secs := wall.Seconds()
+	return fmt.Sprintf("%-7s %10d %9s %10.1f %12.0f %10s %10s", "queue", n, fmtDur(wall),
+		float64(n)*float64(d.size)/1e6/secs, float64(n)/secs,
+		fmtDur(percentile(d.lat, 0.50)), fmtDur(percentile(d.lat, 0.99)))
+}
+
+// checkAllDeleted checks that every message had a Delete called in one of
+// the processes and that the queue is empty; it returns how many messages
+// were deleted by both.
+func checkAllDeleted(marks []uint32, final engine.QueueStats) (int, error) {
+	twice := 0
+	for i, m := range marks {
+		if m&(markDeleting|markDeleting2) == 0 {
+			return 0, fmt.Errorf("message %d was never deleted", i)
+		}
+		if m&markDeleting != 0 && m&markDeleting2 != 0 {
+			twice++
+		}
+	}
+	if final.End != uint64(len(marks)) || final.Head != final.End {
+		return 0, fmt.Errorf("queue not empty at the end: %+v", final)
+	}
+	return twice, nil
+}
+
+// childRun is what the killed process reported last.
+type childRun struct {
+	cycles int64
+	took   time.Duration
+}
+
+// runQueueChild starts the queue demo's child and kills it with SIGKILL
+// once it reports half of the messages done.
+func (d *demo) runQueueChild(qdir, marksPath string) (childRun, error) {
+	var run childRun
+	exe, err := os.Executable()
+	if err != nil {
+		return run, err
+	}
+	cmd := exec.Command(exe, qdir, marksPath, strconv.Itoa(d.messages), strconv.Itoa(d.size))
+	cmd.Env = append(os.Environ(), demoChildEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return run, err
+	}
+	if err := cmd.Start(); err != nil {
+		return run, err
+	}
+	kill := func() { _ = cmd.Process.Signal(syscall.SIGKILL) }
+	defer context.AfterFunc(d.ctx, kill)()
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var ns int64
+		if _, err := fmt.Sscanf(sc.Text(), "progress %d %d", &run.cycles, &ns); err == nil {
+			run.took = time.Duration(ns)
+		}
+		if run.cycles >= int64(d.messages/2) {
+			kill()
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		return run, fmt.Errorf("queue child: %v, want it killed: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	if err := d.interrupted(); err != nil {
+		return run, err
+	}
+	return run, nil
 }

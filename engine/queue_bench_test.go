@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkQueueCycle: one goroutine, 1 KiB bodies, SyncNone, one
+// Send+Receive+Delete per op. Each cycle is timed on its own: p50-ns and
+// p99-ns are its quantiles. Target: p50 <= 1.5 µs.
+func BenchmarkQueueCycle(b *testing.B) {
+	q, err := OpenQueue(b.TempDir(), QueueOptions{Log: Options{Sync: SyncNone}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	body := make([]byte, 1024)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := q.Send(body); err != nil {
+			b.Fatal(err)
+		}
+		m, err := q.Receive(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := q.Delete(m.Offset); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	reportQuantiles(b, lat)
+}
+
+func reportQuantiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
+	b.ReportMetric(q(0.50), "p50-ns")
+	b.ReportMetric(q(0.99), "p99-ns")
+}
+
+// BenchmarkQueueInFlightMemory: the heap a queue holds for 1,000,000
+// messages in flight, per message. Target: <= 48 bytes.
+func BenchmarkQueueInFlightMemory(b *testing.B) {
+	const n = 1_000_000
+	for range b.N {
+		b.StopTimer()
+		q, err := OpenQueue(b.TempDir(), QueueOptions{Clock: newFakeClock()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		body := make([]byte, 16)
+		for range n {
+			if _, err := q.Send(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		before := heapInUse()
+		b.StartTimer()
+		for range n {
+			if _, err := q.Receive(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		after := heapInUse()
+		if st := q.Stats(); st.InFlight != n {
+			b.Fatalf("%d in flight", st.InFlight)
+		}
+		b.ReportMetric(float64(after-before)/n, "bytes/msg")
+		runtime.KeepAlive(q)
+		q.Close()
+	}
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// BenchmarkQueueExpire100k: 100,000 deadlines expire at once; the time is
+// that of the timer's call (expire and wake). Target: < 50 ms.
+func BenchmarkQueueExpire100k(b *testing.B) {
+	const n = 100_000
+	for range b.N {
+		b.StopTimer()
+		clock := newFakeClock()
+		q, err := OpenQueue(b.TempDir(), QueueOptions{Clock: clock, Visibility: time.Minute, CheckpointInterval: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n {
+			if _, err := q.Send(nil); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := q.Receive(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		clock.Advance(time.Minute) // the deadline timer fires and expires them all
+		took := time.Since(t0)
+		b.StopTimer()
+		if st := q.Stats(); st.ReadyAgain != n || st.InFlight != 0 {
+			b.Fatalf("after the expiry: %+v", st)
+		}
+		b.ReportMetric(float64(took.Microseconds())/1000, "ms/expiry")
+		q.Close()
+	}
+}
