@@ -228,16 +228,33 @@ func (l *Log) openSegments(bases []uint64) error {
 		segs = append(segs, s)
 		l.publish(segs)
 	}
-	last := bases[len(bases)-1]
-	var hint segment.Hint
-	if !l.readOnly {
-		hint = readHint(l.dir, last, &l.recovery)
-		// From here on the marker would be stale: an append may follow.
-		_ = os.Remove(filepath.Join(l.dir, cleanName))
-	}
-	s, rep, err := segment.OpenActive(l.cfg, last, hint)
+	s, rep, err := l.openActive(bases[len(bases)-1])
 	if err != nil {
 		return err
+	}
+	if s.Next() == s.Base() && len(segs) > 0 {
+		// An empty newest segment after a sealed one whose records stop
+		// short of it: a crash during a roll took the sealed segment's
+		// unsynced tail. Its successor holds nothing, so the sealed
+		// segment becomes the active one again and its tail is recovered,
+		// instead of leaving offsets that can never be read.
+		prev := segs[len(segs)-1]
+		if c := prev.CheckIndex(); c.Next < prev.Next() {
+			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+				"empty segment %s removed: segment %s ends at offset %d, short of it (a crash during a roll)",
+				segment.Name(s.Base(), segment.LogSuffix), c.Segment, c.Next))
+			_ = s.Close()
+			if !l.readOnly {
+				removeSegmentFiles(l.dir, s.Base())
+				_ = syncDir(l.dir)
+			}
+			_ = prev.Close()
+			segs = segs[:len(segs)-1]
+			bases = bases[:len(bases)-1]
+			if s, rep, err = l.openActive(prev.Base()); err != nil {
+				return err
+			}
+		}
 	}
 	l.recovery.Clean = rep.Clean
 	// Nothing is known synced until this Log syncs: the last writer may have
@@ -262,6 +279,18 @@ func (l *Log) openSegments(bases []uint64) error {
 		l.checkLastSealed(segs[len(segs)-2])
 	}
 	return nil
+}
+
+// openActive opens the newest segment, with what the checkpoint files say
+// of it when the log is writable.
+func (l *Log) openActive(base uint64) (*segment.Segment, segment.Recovery, error) {
+	var hint segment.Hint
+	if !l.readOnly {
+		hint = readHint(l.dir, base, &l.recovery)
+		// From here on the marker would be stale: an append may follow.
+		_ = os.Remove(filepath.Join(l.dir, cleanName))
+	}
+	return segment.OpenActive(l.cfg, base, hint)
 }
 
 // checkLastSealed checks the segment sealed last: a crash during a roll can

@@ -155,7 +155,13 @@ func (s *Segment) walkActive(x *index, n int, rp int64, rep *Recovery) {
 			w.lastPos = r.last
 		}
 		pos, id = r.pos, r.next
-		if r.stop == nil || errors.Is(r.stop, record.ErrEnd) && (rp == 0 || pos >= rp) {
+		if r.stop == nil {
+			break
+		}
+		if errors.Is(r.stop, record.ErrEnd) && (rp == 0 || pos >= rp) {
+			if s.tornAfterEnd(s.ro[:w.capacity], pos) {
+				rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: a zero length field followed by the bytes of a record never finished", pos)
+			}
 			break
 		}
 		if pos >= rp || rp == 0 {

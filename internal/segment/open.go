@@ -139,6 +139,8 @@ func (s *Segment) checkIndex(end int64, active bool) Recovery {
 		s.next.Store(r.next)
 		if r.stop != nil && !errors.Is(r.stop, record.ErrEnd) {
 			rep.Cut, rep.CutReason = true, r.stop.Error()
+		} else if r.stop != nil && s.tornAfterEnd(buf, r.pos) {
+			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: a zero length field followed by the bytes of a record never finished", r.pos)
 		}
 	} else if r.stop != nil && errors.Is(r.stop, record.ErrEnd) && allZero(buf[r.pos:]) && r.next == s.next.Load() {
 		// A sealed segment left untrimmed by a crash during a roll: its

@@ -86,6 +86,10 @@ type walkResult struct {
 func (s *Segment) walk(buf []byte, pos int64, id uint64, limit int64, sp *sparseidx.Spacer, entry func(id uint64, pos int64)) walkResult {
 	r := walkResult{pos: pos, next: id}
 	for r.pos < limit {
+		if limit-r.pos < 4 && allZero(buf[r.pos:limit]) {
+			r.stop = record.ErrEnd // a full segment's last few zero bytes
+			return r
+		}
 		v, err := record.Decode(buf[r.pos:limit], s.cfg.MaxLength)
 		if err == nil && v.ID != r.next {
 			err = fmt.Errorf("%w: id %d where %d was expected", ErrCorrupt, v.ID, r.next)
@@ -179,4 +183,13 @@ func openMapped(path string) (*os.File, []byte, error) {
 		return nil, nil, err
 	}
 	return f, m, nil
+}
+
+// tornAfterEnd reports whether non-zero bytes follow a zero length field at
+// pos, within the reach of one record: what a crash in the middle of an
+// append leaves (the body is copied before the length field is written).
+// The walk stops there as at a clean end; the report must call it a cut.
+func (s *Segment) tornAfterEnd(buf []byte, pos int64) bool {
+	end := min(int64(len(buf)), pos+int64(s.cfg.MaxRecord)+record.HeaderSize)
+	return pos < end && !allZero(buf[pos:end])
 }
