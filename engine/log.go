@@ -122,6 +122,11 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 	}
 	stored := m
 	m = m.with(opts)
+	if !hasMeta && len(bases) == 0 && opts.MaxRecordBytes > 0 {
+		// A new log stores the limit it is given, smaller ones included,
+		// so that readers bound lengths by it.
+		m.MaxRecordBytes = opts.MaxRecordBytes
+	}
 	l := &Log{
 		dir: dir, opts: opts, meta: m, readOnly: opts.ReadOnly, lockFile: lock,
 		stop: make(chan struct{}),

@@ -91,6 +91,11 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 			s.end.Store(c.End)
 			s.next.Store(c.Next)
 			rep.Clean, rep.End, rep.Next = true, c.End, c.Next
+			// Nothing past the end may ever pass for a later record, even
+			// bytes put there behind the marker's back.
+			if err := s.zeroTail(c.End); err != nil {
+				return rep, err
+			}
 			rep.Took = time.Since(start)
 			return rep, nil
 		} else {

@@ -62,6 +62,7 @@ func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
 	}
 	s.end.Store(int64(len(s.ro)))
 	s.next.Store(next)
+	s.sealed.Store(true)
 	return s, nil
 }
 
@@ -92,10 +93,14 @@ func (s *Segment) mapReadOnly() error {
 // lookupIndex returns the segment's index, checking it against the log the
 // first time it is needed.
 func (s *Segment) lookupIndex() *index {
-	if !s.checked.Load() {
+	if !s.checked.Load() || s.distrust.Load() && s.sealed.Load() {
 		s.mu.Lock()
 		if !s.checked.Load() {
 			s.checkIndex(s.end.Load(), false)
+		}
+		if s.distrust.Load() && s.sealed.Load() {
+			s.rebuild(s.end.Load())
+			s.distrust.Store(false)
 		}
 		s.mu.Unlock()
 	}

@@ -28,6 +28,11 @@ func (s *Segment) Read(offset uint64) (record.View, int64, error) {
 	pos, id := int64(0), s.base
 	if ok {
 		pos, id = int64(p), s.base+uint64(rel)
+		if !s.holds(pos, end, id) {
+			// The index entry points at something else: rebuild the
+			// index before the next lookup (sealed segments).
+			s.distrust.Store(true)
+		}
 	}
 	for id < offset {
 		size, ok := s.skip(pos, end, id)
@@ -111,7 +116,20 @@ func (s *Segment) resync(offset uint64, x *index, i, n int, end int64) (record.V
 		}
 		p += int64(k) + 1
 	}
+	if from > 0 || to < end {
+		// The index around it may be wrong too: search the whole segment.
+		return s.resync(offset, x, 0, 0, end)
+	}
 	return record.View{}, from, s.corrupt(offset, from, "damaged record on the way to it, and no intact copy of it follows")
+}
+
+// holds reports whether the header at pos carries id.
+func (s *Segment) holds(pos, end int64, id uint64) bool {
+	if pos < 0 || pos+record.HeaderSize > end {
+		return false
+	}
+	_, _, _, got, _ := record.Header(s.ro[pos:end])
+	return got == id
 }
 
 // Scanner walks the records of a segment in order from a starting offset,

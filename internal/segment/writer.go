@@ -311,5 +311,6 @@ func (s *Segment) Seal(sync bool) error {
 	s.rw = nil
 	err := w.close()
 	s.w = nil
+	s.sealed.Store(true)
 	return err
 }
