@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // Errors returned by a Table.
@@ -114,6 +115,10 @@ func (t *Table) Expire(now int64) int {
 		return 0
 	}
 	from := t.ready.len()
+	// At most every in-flight entry moves: grow the ready-again array once
+	// rather than by doubling while a mass expiry walks (each doubling
+	// copies, and fresh memory is not free).
+	t.ready.e = slices.Grow(t.ready.e, f.len())
 	t.collect(now)
 	k := t.ready.len() - from
 	if k > f.len()/bulk {
