@@ -145,6 +145,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		FileMode:      opts.FileMode,
 		Retire:        opts.retire,
 		SmallPages:    opts.Sync == SyncAlways,
+		WriteThrough:  opts.Sync == SyncAlways,
 		Allocate:      opts.allocate,
 		Datasync:      opts.datasync,
 		NowMillis:     func() int64 { return opts.now().UnixMilli() },

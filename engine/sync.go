@@ -294,6 +294,12 @@ func (l *Log) startBackground() {
 	if l.readOnly {
 		return
 	}
+	if l.cfg.WriteThrough {
+		// Records go in with pwrite: no page of the mapping is written, so
+		// there is nothing to fault in ahead.
+		l.startSyncers()
+		return
+	}
 	l.pre.kick = make(chan struct{}, 1)
 	l.pre.ahead = min(prefaultAhead, l.cfg.SegmentBytes)
 	if l.opts.Sync == SyncAlways {
@@ -306,6 +312,12 @@ func (l *Log) startBackground() {
 	l.pre.rolled(l.active)
 	l.bg.Add(1)
 	go l.prefaultLoop()
+	l.startSyncers()
+}
+
+// startSyncers starts the background syncer of SyncInterval and the
+// recovery-point checkpointer.
+func (l *Log) startSyncers() {
 	if l.opts.Sync == SyncInterval {
 		l.bg.Add(1)
 		go l.intervalSyncer()

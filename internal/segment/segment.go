@@ -38,6 +38,12 @@ type Config struct {
 	// 1 KiB record would cost a multi-megabyte write.
 	SmallPages bool
 
+	// WriteThrough writes records with pwrite instead of through the
+	// writable mapping. Under a policy that syncs after every append, each
+	// fdatasync write-protects the pages it wrote, and the next store
+	// through the mapping pays a page fault for it; a pwrite pays none.
+	WriteThrough bool
+
 	// Retire keeps the addresses of a segment's read-only mapping reserved
 	// after the last reference is dropped (as zero pages), for callers
 	// whose contract says a stale slice may be read but must never crash

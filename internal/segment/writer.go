@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -22,7 +23,8 @@ type writer struct {
 	capacity   int64  // mapped size of the .log file
 	idxCap     int    // entries the index files can hold
 
-	populated int64 // bytes of the mapping already pre-faulted (under popMu)
+	populated int64  // bytes of the mapping already pre-faulted (under popMu)
+	buf       []byte // encoding buffer under WriteThrough
 }
 
 func (w *writer) close() error {
@@ -191,7 +193,7 @@ func (s *Segment) Room(size int) bool {
 func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error) {
 	w := s.w
 	id, pos := w.next, w.pos
-	n, err := record.Encode(s.rw[pos:], id, attrs, body)
+	n, err := s.put(id, pos, attrs, body)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -205,6 +207,31 @@ func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error
 	s.end.Store(w.pos)
 	s.next.Store(w.next)
 	return id, pos, nil
+}
+
+// put writes the record at pos: through the writable mapping, or with one
+// pwrite under WriteThrough. Either way the bytes are in the page cache, and
+// so in the readers' mapping, when it returns.
+func (s *Segment) put(id uint64, pos int64, attrs *record.Attrs, body []byte) (int, error) {
+	if !s.cfg.WriteThrough {
+		return record.Encode(s.rw[pos:], id, attrs, body)
+	}
+	w := s.w
+	size := record.Size(len(body), attrs)
+	if pos+int64(size) > w.capacity {
+		return 0, io.ErrShortBuffer
+	}
+	if cap(w.buf) < size {
+		w.buf = make([]byte, size)
+	}
+	n, err := record.Encode(w.buf[:size], id, attrs, body)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.f.WriteAt(w.buf[:n], pos); err != nil {
+		return 0, fmt.Errorf("segment: write %s at %d: %w", s.f.Name(), pos, err)
+	}
+	return n, nil
 }
 
 // addEntry writes one offset-index and one time-index entry for the record
