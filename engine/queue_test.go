@@ -7,95 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 )
 
-// fakeClock is a Clock whose time moves only when Advance is called;
-// Advance runs the timers that come due, in order, on the caller's
-// goroutine.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool // stopped or fired; guarded by c.mu
-}
+// fakeClock is the engine's ManualClock, started at a fixed date.
+type fakeClock = ManualClock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// Advance moves time forward by d and runs every timer due by then.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		t := c.popDue()
-		if t == nil {
-			return
-		}
-		t.f()
-	}
-}
-
-// popDue removes and returns the earliest timer due, or nil.
-func (c *fakeClock) popDue() *fakeTimer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-	var due *fakeTimer
-	for _, t := range c.timers {
-		if !t.at.After(c.now) && (due == nil || t.at.Before(due.at)) {
-			due = t
-		}
-	}
-	if due != nil {
-		due.done = true
-	}
-	return due
-}
-
-// pending returns how many timers wait.
-func (c *fakeClock) pending() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, t := range c.timers {
-		if !t.done {
-			n++
-		}
-	}
-	return n
+	return NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 const testVisibility = 10 * time.Second
@@ -470,13 +390,13 @@ func TestQueueOneTimerForIncreasingDeadlines(t *testing.T) {
 	clock := newFakeClock()
 	q := openTestQueue(t, t.TempDir(), clock)
 	defer mustCloseQueue(t, q)
-	before := clock.pending() // the checkpoint timer
+	before := clock.Pending() // the checkpoint timer
 	for i := range 50 {
 		mustSend(t, q, "x")
 		tryRecv(t, q)
 		clock.Advance(time.Millisecond * time.Duration(i%3))
 	}
-	if n := clock.pending() - before; n != 1 {
+	if n := clock.Pending() - before; n != 1 {
 		t.Fatalf("%d deadline timers pending, want 1", n)
 	}
 }

@@ -7,7 +7,8 @@ import (
 
 // Clock is a Queue's source of time: deadlines are Now() + Visibility, and
 // the queue sleeps with AfterFunc until the earliest deadline and between
-// head checkpoints. QueueOptions.Clock nil means the system clock.
+// head checkpoints. QueueOptions.Clock nil means the system clock; tests of
+// code built on a queue can pass a ManualClock and move time themselves.
 type Clock interface {
 	Now() time.Time
 	// AfterFunc arranges for f to be called once d has passed, unless the

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -316,77 +314,11 @@ func (m *queueModel) checkStats() {
 	}
 }
 
-// fakeClock is an engine.Clock whose time moves only when Advance is
-// called; Advance runs the timers that come due, in order, on the caller's
-// goroutine.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool // stopped or fired; guarded by c.mu
-}
+// fakeClock is the engine's ManualClock, started at a fixed date.
+type fakeClock = engine.ManualClock
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) engine.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// Advance moves time forward by d and runs every timer due by then.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		t := c.popDue()
-		if t == nil {
-			return
-		}
-		t.f()
-	}
-}
-
-// popDue removes and returns the earliest timer due, or nil.
-func (c *fakeClock) popDue() *fakeTimer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t.done })
-	var due *fakeTimer
-	for _, t := range c.timers {
-		if !t.at.After(c.now) && (due == nil || t.at.Before(due.at)) {
-			due = t
-		}
-	}
-	if due != nil {
-		due.done = true
-	}
-	return due
+	return engine.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 func queueOpsSeeds(testing.TB) []seed {
