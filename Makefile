@@ -88,5 +88,10 @@ fuzz:
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
+# The long crash runs (done once; figures in README.md and bench/README.md).
+crash-long:
+	$(GO) test -count=1 -timeout 90m -run 'TestCrash(ProcessKill|PowerLoss|TornTail)$$' ./engine \
+		-crash.rounds=1000 -crash.power=10000
+
 clean:
 	rm -rf bin

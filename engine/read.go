@@ -142,10 +142,12 @@ func scanSegment(s *segment.Segment, from uint64, yield func(Record, error) bool
 
 // OffsetForTime returns the first offset that may have been appended at or
 // after t, from the time index. The time index is sparse (one entry per
-// IndexIntervalBytes), so the answer is exact to within one index interval
-// and errs early, never late: no record appended at or after t lies below
-// it. A time after the newest entry gives the offset after that entry's
-// record (or Next when nothing follows it).
+// IndexIntervalBytes), so the answer errs early, never late: no record
+// appended at or after t lies below it. It is exact to within about one
+// index interval of records, two across a segment boundary (a segment's first
+// record never has an entry); segments smaller than one interval have no
+// entries at all. A time after the newest entry gives the offset after that
+// entry's record.
 func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
