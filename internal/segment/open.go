@@ -3,7 +3,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"time"
 
@@ -313,5 +312,3 @@ func appendTime(b []byte, ms int64, rel uint32) []byte {
 	return append(b, e[:]...)
 }
 
-// isNotExist reports a missing file.
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }

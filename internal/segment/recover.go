@@ -150,7 +150,7 @@ func (s *Segment) zeroTail(end int64) error {
 	page := int64(mmapfile.PageSize)
 	next := min((end+page-1)&^(page-1), w.capacity)
 	clear(s.rw[end:next])
-	if next < w.capacity && hasNonZero(s, next) {
+	if next < w.capacity && fileHasDataAfter(s.f, next) {
 		if err := mmapfile.ZeroRange(s.f, next, w.capacity-next); err != nil {
 			return fmt.Errorf("segment: zero tail of %s: %w", s.f.Name(), err)
 		}
@@ -159,14 +159,7 @@ func (s *Segment) zeroTail(end int64) error {
 	return nil
 }
 
-// hasNonZero reports whether the file holds data past off. It asks the file
-// system for the next data extent rather than reading the tail; where that
-// is not supported it assumes there is data.
-func hasNonZero(s *Segment, off int64) bool {
-	return fileHasDataAfter(s.f, off)
-}
-
-// openReadOnlyFile opens path for reading and maps all of it.
+// openMapped opens path for reading and maps all of it.
 func openMapped(path string) (*os.File, []byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
