@@ -67,11 +67,19 @@ func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
 
 // mapReadOnly maps the .log file and whatever index files exist.
 func (s *Segment) mapReadOnly() error {
-	f, m, err := openMapped(s.path(LogSuffix))
+	f, err := os.Open(s.path(LogSuffix))
 	if err != nil {
 		return fmt.Errorf("segment: open: %w", err)
 	}
+	st, err := f.Stat()
+	var m []byte
+	if err == nil {
+		m, err = s.mapReaders(f, int(st.Size()))
+	}
 	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("segment: open: %w", err)
+	}
 	s.ro = m
 	// Large folios let one read fault map many pages (no writes go through
 	// this mapping, so nothing is written back whole).
@@ -87,6 +95,15 @@ func (s *Segment) mapReadOnly() error {
 	}
 	s.idx.Store(x)
 	return nil
+}
+
+// mapReaders maps the .log file read-only for readers; a log whose
+// released mappings are retired (a queue's) reuses retired address ranges.
+func (s *Segment) mapReaders(f *os.File, size int) ([]byte, error) {
+	if s.cfg.Retire {
+		return mmapfile.MapRetirable(f, size)
+	}
+	return mmapfile.Map(f, size, false)
 }
 
 // lookupIndex returns the segment's index, checking it against the log the
@@ -311,4 +328,3 @@ func appendTime(b []byte, ms int64, rel uint32) []byte {
 	_ = sparseidx.Times{Buf: e[:]}.Put(0, ms, rel)
 	return append(b, e[:]...)
 }
-

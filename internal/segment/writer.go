@@ -103,7 +103,7 @@ func (s *Segment) openWriter() error {
 	if err := growTo(cfg, f, st.Size(), w.capacity); err != nil {
 		return err
 	}
-	if s.ro, err = mmapfile.Map(f, int(w.capacity), false); err != nil {
+	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
 		return err
 	}
 	if s.rw, err = mmapfile.Map(f, int(w.capacity), true); err != nil {
