@@ -48,8 +48,14 @@ func main() {
 
 // run dispatches to the subcommand named by args[0].
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return dispatch("pagelog", commands, usage, args, stdin, stdout, stderr)
+}
+
+// dispatch runs the command of cmds named by args[0], or prints usage: the
+// top level and `pagelog queue` share it.
+func dispatch(prog string, cmds []command, usage func(io.Writer), args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "pagelog: missing subcommand")
+		fmt.Fprintf(stderr, "%s: missing subcommand\n", prog)
 		usage(stderr)
 		return 2
 	}
@@ -58,12 +64,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	for _, c := range commands {
+	for _, c := range cmds {
 		if c.name == args[0] {
 			return c.run(args[1:], stdin, stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "pagelog: unknown subcommand %q\n", args[0])
+	fmt.Fprintf(stderr, "%s: unknown subcommand %q\n", prog, args[0])
 	usage(stderr)
 	return 2
 }

@@ -35,24 +35,11 @@ const queueAbout = "A queue is a directory: its messages are a log (so `pagelog 
 	"it received and did not delete is ready again for the next one."
 
 func runQueue(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "pagelog queue: missing subcommand")
-		queueUsage(stderr)
-		return 2
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
+	if len(args) > 0 && args[0] == "help" {
 		queueUsage(stdout)
 		return 0
 	}
-	for _, c := range queueCommands {
-		if c.name == args[0] {
-			return c.run(args[1:], stdin, stdout, stderr)
-		}
-	}
-	fmt.Fprintf(stderr, "pagelog queue: unknown subcommand %q\n", args[0])
-	queueUsage(stderr)
-	return 2
+	return dispatch("pagelog queue", queueCommands, queueUsage, args, stdin, stdout, stderr)
 }
 
 func queueUsage(w io.Writer) {
