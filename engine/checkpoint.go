@@ -60,7 +60,7 @@ func (c cleanMarker) encode() []byte {
 }
 
 func decodeClean(b []byte) (cleanMarker, error) {
-	if err := checkSmallFile(b, cleanSize, cleanName); err != nil {
+	if err := checkSmallFile(b, cleanSize, cleanName, checkpointVer); err != nil {
 		return cleanMarker{}, err
 	}
 	return cleanMarker{
@@ -92,7 +92,7 @@ func (r recoveryPoint) encode() []byte {
 }
 
 func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
-	if err := checkSmallFile(b, recoverySize, recoveryName); err != nil {
+	if err := checkSmallFile(b, recoverySize, recoveryName, checkpointVer); err != nil {
 		return recoveryPoint{}, err
 	}
 	return recoveryPoint{
@@ -102,23 +102,36 @@ func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
 	}, nil
 }
 
-// checkSmallFile checks the size, version and trailing CRC of a checkpoint.
-func checkSmallFile(b []byte, size int, name string) error {
+// checkSmallFile checks the size, version and trailing CRC of a
+// checkpoint. A file that fails gives a *badFileError.
+func checkSmallFile(b []byte, size int, name string, version byte) error {
 	if len(b) != size {
-		return fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, name, len(b), size)
+		return &badFileError{name: name, why: fmt.Sprintf("%d bytes, want %d", len(b), size)}
 	}
-	if b[0] != checkpointVer {
-		return fmt.Errorf("%w: %s has version %d", ErrCorrupt, name, b[0])
+	if b[0] != version {
+		return &badFileError{name: name, why: fmt.Sprintf("version %d, this build reads %d", b[0], version)}
 	}
 	if got, want := binary.BigEndian.Uint32(b[size-4:]), crc32.Checksum(b[:size-4], castagnoli); got != want {
-		return fmt.Errorf("%w: %s checksum %08x, want %08x", ErrCorrupt, name, got, want)
+		return &badFileError{name: name, why: fmt.Sprintf("checksum %08x, want %08x", got, want)}
 	}
 	return nil
 }
 
+// badFileError reports a checkpoint file that fails its checks. Such a
+// file is never trusted; what it would have said is taken from the log.
+// It matches ErrBadFile.
+type badFileError struct {
+	name, why string
+}
+
+func (e *badFileError) Error() string { return "pagelog: " + e.name + " is damaged: " + e.why }
+
+func (e *badFileError) Unwrap() error { return ErrBadFile }
+
 // readHint gathers what the checkpoint files say about the active segment
 // at base. A missing, damaged or stale file just gives no hint (and a note
-// in the report); the walk then does the work.
+// in the report); the walk then does the work. Read-only opens use the
+// same hints as writable ones, so that both apply the same rules.
 func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
 	var h segment.Hint
 	if b, err := os.ReadFile(filepath.Join(dir, cleanName)); err == nil {
@@ -132,7 +145,7 @@ func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
 		if r, err := decodeRecoveryPoint(b); err != nil {
 			rep.Notes = append(rep.Notes, "recovery point ignored: "+err.Error())
 		} else if r.Base == base && r.Pos > 0 {
-			h.RecoveryPoint = r.Pos
+			h.RecoveryPoint, h.RecoveryNext = r.Pos, r.Next
 		}
 	}
 	return h

@@ -436,9 +436,11 @@ func TestCrashDuringRoll(t *testing.T) {
 }
 
 // TestRenamedSegment renames segment files so that a name no longer matches
-// the first record's id: Open may refuse, reads may fail with ErrCorrupt or
-// ErrNotFound, but no record may be served under a wrong offset, and
-// nothing may panic.
+// the first record's id. Read-only opens open and report it; a writable
+// open refuses a misnamed active segment (appending after it would reuse
+// its offsets) and opens around a misnamed sealed one; no record is ever
+// served under a wrong offset, and nothing panics. Recover renames every
+// one of them back, and the log is whole again.
 func TestRenamedSegment(t *testing.T) {
 	src, sizes, segs := damageTemplate(t)
 	rename := func(t *testing.T, dir string, from, to uint64) {
@@ -461,13 +463,10 @@ func TestRenamedSegment(t *testing.T) {
 			for _, open := range []func(string, Options) (*Log, error){OpenReadOnly, Open} {
 				l, err := open(dir, Options{})
 				if err != nil {
-					if name == "active" && !errors.Is(err, ErrCorrupt) {
-						t.Errorf("open: %v, want ErrCorrupt", err)
+					if name != "active" || !errors.Is(err, ErrMisnamed) || !errors.Is(err, ErrCorrupt) {
+						t.Fatalf("open: %v", err)
 					}
 					continue
-				}
-				if name == "active" {
-					t.Errorf("open of a log whose active segment has a wrong name succeeded")
 				}
 				for off := l.First(); off < l.Next(); off++ {
 					r, err := l.Read(off)
@@ -487,10 +486,22 @@ func TestRenamedSegment(t *testing.T) {
 						t.Fatalf("Records served another record as %d", r.Offset)
 					}
 				}
+				if l.readOnly {
+					v, err := l.Verify(nil)
+					if err != nil || v.Healthy() {
+						t.Fatalf("Verify of a log with a renamed segment: healthy %v, %v", v.Healthy(), err)
+					}
+				}
 				if err := l.Close(); err != nil {
 					t.Fatal(err)
 				}
 			}
+			rep, err := Recover(dir, Options{}, RecoverOptions{})
+			if err != nil || len(rep.Renamed) != 1 || !rep.After.Healthy() {
+				t.Fatalf("Recover: renamed %q, after %+v, %v", rep.Renamed, rep.After, err)
+			}
+			l := mustOpenRO(t, dir, Options{})
+			checkAll(t, l, 0, sizes)
 		})
 	}
 }

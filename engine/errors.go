@@ -34,4 +34,20 @@ var (
 	ErrInvalidAttrs = record.ErrInvalidAttrs
 	// ErrBadOptions: Options hold a value the engine cannot use.
 	ErrBadOptions = errors.New("pagelog: bad options")
+	// ErrNoLog: a read-only open (or a tool that must not create a log)
+	// found no log in the directory: no log.meta and no segment file.
+	ErrNoLog = errors.New("pagelog: no log in this directory")
+	// ErrBadFile: a small checkpoint file (log.meta, log.clean,
+	// log.recovery, queue.head) fails its checks. It is never trusted:
+	// what it would have said is taken from the log instead, and the
+	// report says so.
+	ErrBadFile = errors.New("pagelog: damaged checkpoint file")
+	// ErrFull: the log has used up its offsets (the next offset would be
+	// 2^64 - 1); nothing was written.
+	ErrFull = errors.New("pagelog: no offsets left")
+	// ErrMisnamed: a segment file's first record carries another id than
+	// its name says (the file was renamed or copied). Writable opens
+	// refuse such a newest segment; Recover renames it back. It matches
+	// ErrCorrupt too.
+	ErrMisnamed = segment.ErrMisnamed
 )

@@ -535,8 +535,15 @@ func checkLayout(t testing.TB, dir string, first uint64, sizes []int, segmentByt
 
 func TestMetaDamaged(t *testing.T) {
 	src := t.TempDir()
-	l := mustOpen(t, src, Options{SegmentBytes: 8192})
-	appendN(t, l, 10, mixedSize)
+	l := mustOpen(t, src, Options{SegmentBytes: 8192, MaxRecordBytes: 3 << 20})
+	sizes := appendN(t, l, 10, mixedSize)
+	// One record longer than the default limit: a reader that fell back
+	// to the defaults must not call it damaged.
+	long := testBody(10, 2<<20)
+	if _, err := l.Append(long); err != nil {
+		t.Fatal(err)
+	}
+	sizes = append(sizes, headerSize+len(long))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -551,25 +558,48 @@ func TestMetaDamaged(t *testing.T) {
 		"truncated": func(b []byte) []byte { return b[:20] },
 		"empty":     func([]byte) []byte { return nil },
 		"longer":    func(b []byte) []byte { return append(b, 0) },
+		"removed":   nil,
 	}
 	for name, damage := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := copyDir(t, src)
 			p := filepath.Join(dir, "log.meta")
-			b, err := os.ReadFile(p)
+			if damage == nil {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, damage(b), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Every tool works: the settings come from the segments, and
+			// the report says why.
+			ro, err := OpenReadOnly(dir, Options{})
 			if err != nil {
+				t.Fatalf("OpenReadOnly with a damaged log.meta: %v", err)
+			}
+			checkAll(t, ro, 0, sizes)
+			if damage != nil && !slices.ContainsFunc(ro.Recovery().Notes, func(n string) bool { return strings.Contains(n, "log.meta ignored") }) {
+				t.Errorf("read-only open does not report the damaged log.meta: %q", ro.Recovery().Notes)
+			}
+			_ = ro.Close()
+			rep, err := Recover(dir, Options{}, RecoverOptions{})
+			if err != nil || !rep.After.Healthy() {
+				t.Fatalf("Recover: %+v, %v", rep.After, err)
+			}
+			m, ok, err := readMeta(dir)
+			if err != nil || !ok || m.MaxRecordBytes < len(long) || m.SegmentBytes != DefaultSegmentBytes || m.FirstOffset != 0 {
+				t.Fatalf("log.meta after recover: %+v %v %v", m, ok, err)
+			}
+			l := mustOpen(t, dir, Options{})
+			checkAll(t, l, 0, sizes)
+			if err := l.Close(); err != nil {
 				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, damage(b), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if l, err := Open(dir, Options{}); err == nil {
-				_ = l.Close()
-				t.Errorf("Open with a damaged log.meta succeeded")
-			}
-			if l, err := OpenReadOnly(dir, Options{}); err == nil {
-				_ = l.Close()
-				t.Errorf("OpenReadOnly with a damaged log.meta succeeded")
 			}
 		})
 	}

@@ -57,14 +57,8 @@ func (m meta) encode() []byte {
 }
 
 func decodeMeta(b []byte) (meta, error) {
-	if len(b) != metaSize {
-		return meta{}, fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, metaName, len(b), metaSize)
-	}
-	if b[0] != metaVersion {
-		return meta{}, fmt.Errorf("%w: %s has version %d, this build reads %d", ErrCorrupt, metaName, b[0], metaVersion)
-	}
-	if got, want := binary.BigEndian.Uint32(b[25:]), crc32.Checksum(b[:25], castagnoli); got != want {
-		return meta{}, fmt.Errorf("%w: %s checksum %08x, want %08x", ErrCorrupt, metaName, got, want)
+	if err := checkSmallFile(b, metaSize, metaName, metaVersion); err != nil {
+		return meta{}, err
 	}
 	m := meta{
 		SegmentBytes:       int64(binary.BigEndian.Uint64(b[1:])),
@@ -72,13 +66,15 @@ func decodeMeta(b []byte) (meta, error) {
 		MaxRecordBytes:     int(binary.BigEndian.Uint32(b[13:])),
 		FirstOffset:        binary.BigEndian.Uint64(b[17:]),
 	}
-	if m.SegmentBytes <= 0 || m.SegmentBytes > MaxSegmentBytes || m.MaxRecordBytes <= 0 || m.MaxRecordBytes > maxBodyLimit {
-		return meta{}, fmt.Errorf("%w: %s holds impossible settings %+v", ErrCorrupt, metaName, m)
+	if m.SegmentBytes <= 0 || m.SegmentBytes > MaxSegmentBytes || m.MaxRecordBytes <= 0 || m.MaxRecordBytes > maxBodyLimit ||
+		m.IndexIntervalBytes > maxIndexInterval || m.FirstOffset == maxOffset {
+		return meta{}, &badFileError{name: metaName, why: fmt.Sprintf("impossible settings %+v", m)}
 	}
 	return m, nil
 }
 
-// readMeta reads log.meta; ok is false when the file does not exist.
+// readMeta reads log.meta; ok is false when the file does not exist. A
+// file that fails its checks gives a *badFileError.
 func readMeta(dir string) (m meta, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(dir, metaName))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -88,7 +84,7 @@ func readMeta(dir string) (m meta, ok bool, err error) {
 		return meta{}, false, fmt.Errorf("pagelog: read %s: %w", metaName, err)
 	}
 	m, err = decodeMeta(b)
-	return m, err == nil, err
+	return m, true, err
 }
 
 // replaceFile writes data to dir/name atomically: a temporary file, fsync,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"time"
 )
@@ -87,7 +88,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.SyncInterval <= 0 {
+	if o.SyncInterval == 0 {
 		o.SyncInterval = DefaultSyncInterval
 	}
 	if o.FileMode == 0 {
@@ -102,16 +103,40 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Limits of the settings.
+const (
+	// maxIndexInterval: log.meta stores IndexIntervalBytes in 4 bytes.
+	maxIndexInterval = 1<<32 - 1
+	// maxOffset is never an offset: the offset after the last record must
+	// fit in a uint64, so the last record's id is at most maxOffset - 1.
+	maxOffset = math.MaxUint64
+)
+
+// validate checks every setting the same way: a range, where 0 means the
+// default (or, for an existing log, the stored value).
 func (o Options) validate() error {
+	bad := func(name string, v any, hi any, zero string) error {
+		return fmt.Errorf("%w: %s %v outside [0, %v] (0: %s)", ErrBadOptions, name, v, hi, zero)
+	}
+	const stored = "the stored value, or the default for a new log"
 	switch {
 	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
-		return fmt.Errorf("%w: SegmentBytes %d outside [1, %d]", ErrBadOptions, o.SegmentBytes, int64(MaxSegmentBytes))
-	case o.IndexIntervalBytes < 0:
-		return fmt.Errorf("%w: IndexIntervalBytes %d is negative", ErrBadOptions, o.IndexIntervalBytes)
+		return bad("SegmentBytes", o.SegmentBytes, int64(MaxSegmentBytes), stored)
+	case o.IndexIntervalBytes < 0 || int64(o.IndexIntervalBytes) > maxIndexInterval:
+		return bad("IndexIntervalBytes", o.IndexIntervalBytes, int64(maxIndexInterval), stored)
 	case o.MaxRecordBytes < 0 || o.MaxRecordBytes > maxBodyLimit:
-		return fmt.Errorf("%w: MaxRecordBytes %d outside [1, %d]", ErrBadOptions, o.MaxRecordBytes, maxBodyLimit)
+		return bad("MaxRecordBytes", o.MaxRecordBytes, maxBodyLimit, stored)
+	case o.SyncInterval < 0:
+		return bad("SyncInterval", o.SyncInterval, time.Duration(math.MaxInt64), "100ms")
+	case o.FirstOffset >= maxOffset:
+		return fmt.Errorf("%w: FirstOffset %d outside [0, %d] (the last offset is kept free so that the offset after a record always fits)",
+			ErrBadOptions, o.FirstOffset, uint64(maxOffset-1))
 	case o.Sync < SyncNone || o.Sync > SyncInterval:
-		return fmt.Errorf("%w: unknown sync policy %d", ErrBadOptions, int(o.Sync))
+		return fmt.Errorf("%w: unknown sync policy %d (want SyncNone, SyncAlways or SyncInterval)", ErrBadOptions, int(o.Sync))
+	case o.FileMode&^os.ModePerm != 0:
+		return fmt.Errorf("%w: FileMode %v has bits other than permissions", ErrBadOptions, o.FileMode)
+	case o.DirMode&^os.ModePerm != 0:
+		return fmt.Errorf("%w: DirMode %v has bits other than permissions", ErrBadOptions, o.DirMode)
 	}
 	return nil
 }

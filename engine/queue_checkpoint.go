@@ -35,14 +35,8 @@ func encodeHead(head uint64) []byte {
 }
 
 func decodeHead(b []byte) (uint64, error) {
-	switch {
-	case len(b) != headSize:
-		return 0, fmt.Errorf("%w: %s is %d bytes, want %d", ErrCorrupt, headName, len(b), headSize)
-	case b[0] != headVersion:
-		return 0, fmt.Errorf("%w: %s has version %d, this build reads %d", ErrCorrupt, headName, b[0], headVersion)
-	}
-	if got, want := binary.BigEndian.Uint32(b[9:]), crc32.Checksum(b[:9], castagnoli); got != want {
-		return 0, fmt.Errorf("%w: %s checksum %08x, want %08x", ErrCorrupt, headName, got, want)
+	if err := checkSmallFile(b, headSize, headName, headVersion); err != nil {
+		return 0, err
 	}
 	return binary.BigEndian.Uint64(b[1:]), nil
 }

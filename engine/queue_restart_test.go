@@ -108,7 +108,7 @@ func TestQueueRestartDamagedHead(t *testing.T) {
 			q = openTestQueue(t, dir, clock)
 			defer mustCloseQueue(t, q)
 			rec := q.Recovery()
-			if rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, ErrCorrupt) {
+			if rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, ErrBadFile) {
 				t.Fatalf("recovery: %+v", rec)
 			}
 			// The delete log was not trimmed (no segment lies below the

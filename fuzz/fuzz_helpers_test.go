@@ -39,6 +39,58 @@ func refWalk(buf []byte, base uint64, maxLength uint32) (recs []refRecord, end i
 	return recs, end
 }
 
+// refActive is what a log serves of an active segment that holds buf
+// (limit bytes of it may hold records), as FORMAT.md's rules say: the
+// longest good prefix, then, past a record that fails its checks (or a zero
+// length field with bytes after it within one record's reach, maxRecord
+// bytes), the walk goes on at the first following record that verifies, if
+// one starts within that reach and carries the expected id or a later one: the records in
+// between are damage, reported, never cut. With no such record, the tail
+// is cut there.
+func refActive(buf []byte, base uint64, maxLength uint32, maxRecord int) []wantRecord {
+	var want []wantRecord
+	limit := len(buf)
+	pos, id := 0, base
+	for {
+		recs, end := refWalk(buf[pos:], id, maxLength)
+		for _, r := range recs {
+			want = append(want, wantFromView(r.view))
+		}
+		pos += int(end)
+		id += uint64(len(recs))
+		if limit-pos < 4 {
+			return want
+		}
+		reach := min(limit, pos+maxRecord+record.HeaderSize)
+		if binary.BigEndian.Uint32(buf[pos:]) == 0 && allZero(buf[pos:reach]) {
+			return want
+		}
+		np, nid := refNextGood(buf, pos, id, reach, id+uint64(maxRecord+record.HeaderSize)/record.HeaderSize+2, maxLength)
+		if np < 0 {
+			return want
+		}
+		for ; id < nid; id++ {
+			want = append(want, wantRecord{damaged: true})
+		}
+		pos = np
+	}
+}
+
+// refNextGood finds the first record that starts in (pos, reach-16], with
+// an id in [id, maxID), that verifies.
+func refNextGood(buf []byte, pos int, id uint64, reach int, maxID uint64, maxLength uint32) (int, uint64) {
+	for p := pos + 1; p+record.HeaderSize <= reach; p++ {
+		got := binary.BigEndian.Uint64(buf[p+8:])
+		if got < id || got >= maxID {
+			continue
+		}
+		if v, err := record.Decode(buf[p:], maxLength); err == nil && v.ID == got {
+			return p, got
+		}
+	}
+	return -1, id
+}
+
 // attrsEqual compares two parsed attribute sets field by field.
 func attrsEqual(a, b record.Attrs) bool {
 	return a.HasDue == b.HasDue && (!a.HasDue || a.Due == b.Due) &&
@@ -133,8 +185,9 @@ func goodRecord(i int) ([]byte, *record.Attrs) {
 
 // wantRecord is a record a test expects the log to serve.
 type wantRecord struct {
-	body  []byte
-	attrs record.Attrs
+	body    []byte
+	attrs   record.Attrs
+	damaged bool // the log must report this offset as damage (ErrCorrupt), never serve it
 }
 
 func wantFromView(v record.View) wantRecord {
@@ -177,6 +230,12 @@ func checkServes(t *testing.T, what string, l *engine.Log, first uint64, want []
 	for i, w := range want {
 		off := first + uint64(i)
 		r, err := l.Read(off)
+		if w.damaged {
+			if !errors.Is(err, engine.ErrCorrupt) {
+				t.Fatalf("%s: Read(%d) of a damaged record: %v, want ErrCorrupt", what, off, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: Read(%d): %v", what, off, err)
 		}
@@ -198,11 +257,18 @@ func checkServes(t *testing.T, what string, l *engine.Log, first uint64, want []
 	}
 	i := 0
 	for r, err := range l.Records(first) {
+		if i >= len(want) || r.Offset != first+uint64(i) {
+			t.Fatalf("%s: Records yields offset %d as its record %d (%v)", what, r.Offset, i, err)
+		}
+		if want[i].damaged {
+			if !errors.Is(err, engine.ErrCorrupt) {
+				t.Fatalf("%s: Records at damaged %d: %v, want ErrCorrupt", what, r.Offset, err)
+			}
+			i++
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: Records at %d: %v", what, r.Offset, err)
-		}
-		if i >= len(want) || r.Offset != first+uint64(i) {
-			t.Fatalf("%s: Records yields offset %d as its record %d", what, r.Offset, i)
 		}
 		a, err := r.Attrs()
 		if err != nil {
@@ -216,7 +282,7 @@ func checkServes(t *testing.T, what string, l *engine.Log, first uint64, want []
 	}
 	i = 0
 	for in := range l.Inspect(first) {
-		if !in.OK || in.Offset != first+uint64(i) {
+		if i >= len(want) || in.OK == want[i].damaged || in.Offset != first+uint64(i) {
 			t.Fatalf("%s: Inspect: %+v", what, in)
 		}
 		i++

@@ -176,7 +176,7 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"help"}, 0},
 		{[]string{"read", "--dir", dir}, 2},
 		{[]string{"read", "--dir", dir, "--offset", "0"}, 1},
-		{[]string{"verify", "--dir", dir}, 0},
+		{[]string{"verify", "--dir", dir}, 1}, // no log there
 	} {
 		cmd := exec.Command(bin, c.args...)
 		err := cmd.Run()

@@ -3,9 +3,11 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/sparseidx"
 )
 
 // Hint is what the engine knows about the active segment from small
@@ -14,6 +16,7 @@ import (
 type Hint struct {
 	Clean         *CleanState // from the clean-close marker; nil when none
 	RecoveryPoint int64       // bytes known synced; 0 when unknown
+	RecoveryNext  uint64      // the offset after the records below RecoveryPoint
 }
 
 // CleanState is the writer's state at a clean close: enough to open again
@@ -32,15 +35,15 @@ func (s *Segment) CleanState() CleanState {
 	return CleanState{LastPos: w.lastPos, End: w.pos, Next: w.next, SpacerCount: w.spacer.Count, LastMs: w.lastMs}
 }
 
-// trustClean checks a clean-close marker against the files: the last record
-// verifies and ends at the marked end, nothing follows it, and the index's
-// last entry verifies and lies before it. It returns why not, or "".
-func (s *Segment) trustClean(c *CleanState, n int) string {
-	w := s.w
+// trustClean checks a clean-close marker against the file as src shows it
+// (size bytes): the last record verifies and ends at the marked end,
+// nothing follows it, and the index's last entry verifies and lies before
+// it. It returns why not, or "".
+func (s *Segment) trustClean(c *CleanState, src source, size int64, n int) string {
 	switch {
-	case c.End < 0 || c.End > w.capacity || c.Next < s.base:
+	case c.End < 0 || c.End > size || c.Next < s.base || c.LastPos >= c.End:
 		return "marker out of range"
-	case c.End < w.capacity && c.End+4 <= w.capacity && !allZero(s.ro[c.End:min(c.End+record.HeaderSize, w.capacity)]):
+	case c.End < size && !allZeroAt(src, c.End, min(record.HeaderSize, size-c.End)):
 		return "bytes follow the marked end"
 	case c.LastPos < 0:
 		if c.End != 0 || c.Next != s.base || n != 0 {
@@ -48,7 +51,7 @@ func (s *Segment) trustClean(c *CleanState, n int) string {
 		}
 		return ""
 	}
-	v, err := record.Decode(s.ro[c.LastPos:c.End], s.cfg.MaxLength)
+	v, err := s.decodeAt(limitSource{src, c.End}, c.LastPos)
 	switch {
 	case err != nil:
 		return "last record: " + err.Error()
@@ -66,30 +69,30 @@ func (s *Segment) trustClean(c *CleanState, n int) string {
 // recoverActive finds the end of an active segment opened for writing.
 //
 // With a clean-close marker that checks out it walks nothing. Otherwise it
-// walks from the last trusted index entry at or before the recovery point:
-// a record that fails below the recovery point is damage (reported, stepped
-// over, never cut); the first one that fails at or after it is a torn tail,
-// cut there. Index entries the walk confirms are kept, missing ones written
-// with the time of recovery, and everything past the end is zeroed so that
-// no stale bytes can ever pass for a later record.
+// walks from the last trusted index entry at or before the recovery point
+// (see findEnd for what is damage and what is a torn tail). Index entries
+// the walk confirms are kept, missing ones written with the time of
+// recovery, and everything past the end is zeroed so that no stale bytes
+// can ever pass for a later record.
 func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 	start := time.Now()
 	w := s.w
+	s.rp = h.RecoveryPoint
 	rep := Recovery{Segment: Name(s.base, LogSuffix), RecoveryPoint: h.RecoveryPoint}
+	src := mapSource(s.ro[:w.capacity])
+	if why := s.misnamed(src); why != "" {
+		return rep, fmt.Errorf("%w: %s", ErrMisnamed, why)
+	}
 	x := s.idx.Load()
 	valid := x.off.Valid(w.capacity)
-	n := s.trustedEntries(x, s.ro)
-	if err := s.checkFirstID(s.ro); err != nil {
-		return rep, err
-	}
+	n := s.trustedEntries(x, src, w.capacity)
 	if h.Clean != nil {
-		if why := s.trustClean(h.Clean, n); why == "" {
+		if why := s.trustClean(h.Clean, src, w.capacity, n); why == "" {
 			c := h.Clean
 			x.n.Store(int64(n))
 			w.pos, w.next, w.lastPos = c.End, c.Next, c.LastPos
 			w.spacer.Count, w.lastMs = c.SpacerCount, c.LastMs
-			s.end.Store(c.End)
-			s.next.Store(c.Next)
+			s.publishEnd(c.End, c.Next)
 			rep.Clean, rep.End, rep.Next = true, c.End, c.Next
 			// Nothing past the end may ever pass for a later record, even
 			// bytes put there behind the marker's back.
@@ -102,14 +105,9 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 			rep.CleanMismatch = why
 		}
 	}
-	for n > 0 {
-		if _, pos := x.off.Entry(n - 1); h.RecoveryPoint == 0 || int64(pos) <= h.RecoveryPoint {
-			break
-		}
-		n--
-	}
+	n = entriesBefore(x, n, h.RecoveryPoint)
 	rep.EntriesDropped = valid - n
-	s.walkActive(x, n, h.RecoveryPoint, &rep)
+	s.walkActive(src, x, n, h, &rep)
 	rep.IndexRepaired = rep.EntriesAdded > 0 || rep.EntriesDropped > 0
 	if rep.Cut {
 		rep.TornBytes = lastNonZero(s.ro[w.pos:w.capacity])
@@ -122,9 +120,21 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 	return rep, nil
 }
 
+// entriesBefore returns how many of the first n entries of x lie at or
+// before the recovery point rp (all n when rp is unknown).
+func entriesBefore(x *index, n int, rp int64) int {
+	for n > 0 {
+		if _, pos := x.off.Entry(n - 1); rp == 0 || int64(pos) <= rp {
+			break
+		}
+		n--
+	}
+	return n
+}
+
 // walkActive walks the active segment from index entry n-1 (or the start)
 // and sets the writer's state to the end it finds.
-func (s *Segment) walkActive(x *index, n int, rp int64, rep *Recovery) {
+func (s *Segment) walkActive(src source, x *index, n int, h Hint, rep *Recovery) {
 	w := s.w
 	pos, id := int64(0), s.base
 	if n > 0 {
@@ -151,62 +161,97 @@ func (s *Segment) walkActive(x *index, n int, rp int64, rep *Recovery) {
 		rep.EntriesAdded++
 	}
 	x.n.Store(int64(n))
-	from := pos
-	w.lastPos = -1
-	for {
-		r := s.walk(s.ro, pos, id, w.capacity, &w.spacer, entry)
-		rep.Records += r.count
-		if r.count > 0 {
-			w.lastPos = r.last
-		}
-		pos, id = r.pos, r.next
-		if r.stop == nil {
-			break
-		}
-		if errors.Is(r.stop, record.ErrEnd) && (rp == 0 || pos >= rp) {
-			if s.tornAfterEnd(s.ro[:w.capacity], pos) {
-				rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: a zero length field followed by the bytes of a record never finished", pos)
-			}
-			break
-		}
-		if pos >= rp || rp == 0 {
-			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: %v", pos, r.stop)
-			break
-		}
-		// Below the recovery point: damage. Report it and step over it.
-		rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos, Reason: r.stop.Error()})
-		np, nid := s.resyncForward(pos, id, min(w.capacity, rp+int64(s.cfg.MaxRecord)))
-		if np < 0 {
-			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: %v, and no good record follows", pos, r.stop)
-			break
-		}
-		pos, id = np, nid
-		w.spacer.Count = 0
-	}
-	rep.Walked = pos - from
-	w.pos, w.next = pos, id
+	e := endSearch{src: src, limit: w.capacity, maxNext: math.MaxUint64, hint: h, sp: &w.spacer, entry: entry}
+	end := s.findEnd(&e, pos, id, rep)
+	w.pos, w.next, w.lastPos = end.pos, end.next, end.lastPos
 	x.n.Store(int64(k))
 	s.clearEntries(x, k)
-	s.end.Store(pos)
-	s.next.Store(id)
-	rep.End, rep.Next = pos, id
+	s.publishEnd(end.pos, end.next)
+	rep.End, rep.Next = end.pos, end.next
 }
 
-// resyncForward finds the first record after pos, below limit, that
-// verifies and whose id is plausible (at least id, and no more records
-// ahead than the bytes allow). It returns -1 when there is none.
-func (s *Segment) resyncForward(pos int64, id uint64, limit int64) (int64, uint64) {
-	maxID := id + uint64(limit-pos)/record.HeaderSize + 1
-	for p := pos + 1; p+record.HeaderSize <= limit; p++ {
-		_, _, _, got, _ := record.Header(s.ro[p:])
-		if got < id || got > maxID {
+// endSearch is a walk that finds where an active segment's records end:
+// the writable open's recovery and a read-only view share it.
+type endSearch struct {
+	src     source
+	limit   int64  // bytes that may hold records
+	maxNext uint64 // records stop at this id (a view's successor); MaxUint64 when unknown
+	hint    Hint
+	sp      *sparseidx.Spacer
+	entry   func(id uint64, pos int64)
+
+	// view: another process may be writing the bytes as they are read, so
+	// a bad record is read again before it is called damage (it may have
+	// been a record half written at the first read).
+	view *fileSource
+}
+
+// endFound is where a walk found the records to end.
+type endFound struct {
+	pos     int64
+	next    uint64
+	lastPos int64 // -1 when the segment holds no record
+}
+
+// findEnd walks from pos (expected id) to the end of the records.
+//
+// A torn tail is only what may have been in flight when the writer
+// stopped: a record that fails its checks, or a zero length field followed
+// by bytes, with no whole record after it within one record's reach. A bad
+// record followed by a whole record with the expected id (or a later one) is damage: it is
+// reported and stepped over, never cut. Below the recovery point nothing is
+// ever cut: when damage there has no good record after it, the end is the
+// recovery point itself, so that its offsets are never given to new
+// records.
+func (s *Segment) findEnd(e *endSearch, pos int64, id uint64, rep *Recovery) endFound {
+	from := pos
+	found := endFound{lastPos: -1}
+	rp, rpNext := e.hint.RecoveryPoint, e.hint.RecoveryNext
+	rechecked := int64(-1)
+	for {
+		r := s.walk(e.src, pos, id, e.limit, e.maxNext, e.sp, e.entry)
+		rep.Records += r.count
+		if r.count > 0 {
+			found.lastPos = r.last
+		}
+		pos, id = r.pos, r.next
+		if r.stop == nil || id >= e.maxNext {
+			break
+		}
+		zero := errors.Is(r.stop, record.ErrEnd)
+		below := pos < rp && rpNext > id
+		if zero && !below && !s.tornAfterEnd(e.src, pos, e.limit) {
+			break // the zero-filled end of the file
+		}
+		reach := s.reach(pos, e.limit)
+		np, nid := s.nextGood(limitSource{e.src, e.limit}, pos, id, reach, s.idBound(id, pos, e.maxNext))
+		if np >= 0 && e.view != nil && rechecked != pos {
+			// Read it again: a record being appended is whole by the
+			// time the one after it is.
+			e.view.forget()
+			rechecked = pos
 			continue
 		}
-		if v, err := record.Decode(s.ro[p:], s.cfg.MaxLength); err == nil && v.ID == got {
-			return p, got
+		reason := r.stop.Error()
+		if zero {
+			reason = "a zero length field followed by the bytes of a record never finished"
 		}
+		if np < 0 && below {
+			rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos, Reason: reason + ", below the recovery point"})
+			pos, id = rp, max(rpNext, id+1)
+			break
+		}
+		if np < 0 {
+			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: %s", pos, reason)
+			break
+		}
+		rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos, Reason: reason})
+		e.sp.Count += int(np - pos) // the damaged bytes count as written; they get no entry
+		pos, id = np, nid
 	}
-	return -1, id
+	rep.Walked = pos - from
+	found.pos, found.next = pos, id
+	return found
 }
 
 // lastNonZero returns the length of b up to and including its last non-zero

@@ -3,6 +3,8 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"time"
 
@@ -11,14 +13,11 @@ import (
 	"github.com/pagelog/pagelog/sparseidx"
 )
 
-// OpenActive opens the newest segment of a log and recovers its end. With
-// cfg.ReadOnly it maps the files read-only, finds the end of the good
-// records and keeps any index repair in memory, writing nothing; otherwise
-// it prepares the segment for appending (see recoverActive).
+// OpenActive opens the newest segment of a log for appending and recovers
+// its end (see recoverActive). A segment whose first record carries another
+// id than its name says is refused with ErrMisnamed: appending after it
+// would give new records offsets its records already use.
 func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
-	if cfg.ReadOnly {
-		return openActiveReadOnly(cfg, base)
-	}
 	s := &Segment{cfg: cfg, base: base}
 	s.refs.Store(1)
 	if err := s.openWriter(); err != nil {
@@ -33,27 +32,122 @@ func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
 	return s, rep, nil
 }
 
-func openActiveReadOnly(cfg *Config, base uint64) (*Segment, Recovery, error) {
-	s := &Segment{cfg: cfg, base: base, activeView: true}
-	s.refs.Store(1)
-	if err := s.mapReadOnly(); err != nil {
-		s.finish()
-		return nil, Recovery{}, err
-	}
-	if err := s.checkFirstID(s.ro); err != nil {
-		s.finish()
-		return nil, Recovery{}, err
-	}
+// OpenView opens a read-only view of a segment that another process may be
+// appending to or sealing: the newest segments of a log opened read-only.
+// next is the base offset of the segment after it (math.MaxUint64 for the
+// newest).
+//
+// Nothing of the file past the end of its verified records is ever read
+// through the mapping: the end is found by reading the file with pread, and
+// the index files are copied into memory, because the writer trims all
+// three files when it seals the segment and a mapped byte past a file's end
+// faults. The rules for damage and torn tails are those of a writable open
+// (see findEnd), with the same checkpoint files, but nothing is cut or
+// written: a torn tail, or a record still being appended, just lies past
+// the view's end.
+func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error) {
 	start := time.Now()
-	rep := s.checkIndex(int64(len(s.ro)), true)
+	s := &Segment{cfg: cfg, base: base, activeView: true, rp: h.RecoveryPoint}
+	s.refs.Store(1)
+	rep := Recovery{Segment: Name(base, LogSuffix), RecoveryPoint: h.RecoveryPoint, View: true}
+	f, err := os.Open(s.path(LogSuffix))
+	if err != nil {
+		return nil, rep, fmt.Errorf("segment: open: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err == nil {
+		s.fileID = fileIdentity(st)
+		s.ro, err = s.mapReaders(f, int(st.Size()))
+	}
+	if err != nil {
+		s.finish()
+		return nil, rep, fmt.Errorf("segment: open: %w", err)
+	}
+	size := int64(len(s.ro))
+	x := s.copyIndex()
+	s.idx.Store(x)
+	src := newFileSource(f)
+	end := endFound{next: base, lastPos: -1}
+	if why := s.misnamed(src); why != "" {
+		s.misnamedWhy = why
+	} else {
+		end = s.viewEnd(src, x, size, next, h, &rep)
+	}
+	if src.err != nil {
+		s.finish()
+		return nil, rep, fmt.Errorf("segment: read %s: %w", f.Name(), src.err)
+	}
+	s.publishEnd(end.pos, end.next)
+	if next != noNext && end.next < next {
+		// Records end before the next segment begins: the offsets
+		// between are missing, as in a sealed segment (checkIndex).
+		s.next.Store(next)
+	}
+	s.checked.Store(true)
+	rep.End, rep.Next = end.pos, end.next
 	rep.Took = time.Since(start)
 	return s, rep, nil
 }
 
+// viewEnd finds the end of a view's records, as recoverActive does for a
+// writer, and extends the view's in-memory index with the entries the walk
+// finds owed.
+func (s *Segment) viewEnd(src *fileSource, x *index, size int64, next uint64, h Hint, rep *Recovery) endFound {
+	n := s.trustedEntries(x, src, size)
+	x.n.Store(int64(n))
+	if c := h.Clean; c != nil {
+		if why := s.trustClean(c, src, size, n); why == "" && c.Next <= next {
+			rep.Clean = true
+			return endFound{pos: c.End, next: c.Next, lastPos: c.LastPos}
+		} else if why != "" {
+			rep.CleanMismatch = why
+		}
+	}
+	n = entriesBefore(x, n, h.RecoveryPoint)
+	x.n.Store(int64(n))
+	x.off.Buf = x.off.Buf[:n*sparseidx.OffsetEntrySize]
+	x.tim.Buf = x.tim.Buf[:n*sparseidx.TimeEntrySize]
+	pos, id := int64(0), s.base
+	lastMs := int64(0)
+	if n > 0 {
+		rel, p := x.off.Entry(n - 1)
+		pos, id = int64(p), s.base+uint64(rel)
+		lastMs, _ = x.tim.Entry(n - 1)
+	}
+	now := max(s.cfg.nowMillis(), lastMs)
+	entry := func(id uint64, p int64) {
+		x.off.Buf = appendOffset(x.off.Buf, uint32(id-s.base), uint32(p))
+		x.tim.Buf = appendTime(x.tim.Buf, now, uint32(id-s.base))
+		x.n.Add(1)
+	}
+	sp := sparseidx.Spacer{Interval: s.cfg.IndexInterval}
+	e := endSearch{src: src, limit: size, maxNext: next, hint: h, sp: &sp, entry: entry, view: src}
+	return s.findEnd(&e, pos, id, rep)
+}
+
+// copyIndex reads the segment's index files into memory (with pread: a
+// file another process may trim is never mapped). A missing file reads as
+// empty.
+func (s *Segment) copyIndex() *index {
+	x := &index{}
+	if b, err := os.ReadFile(s.path(IndexSuffix)); err == nil {
+		x.off = sparseidx.Offsets{Buf: b}
+	}
+	if b, err := os.ReadFile(s.path(TimeIndexSuffix)); err == nil {
+		x.tim = sparseidx.Times{Buf: b}
+	}
+	return x
+}
+
 // OpenSealed opens a sealed segment read-only. next is the base offset of
 // the segment after it. Its index is checked when first needed.
+//
+// The segment must be one no writer changes any more: a read-only open
+// uses OpenView for the newest segments of a log, where a writer may still
+// be sealing.
 func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
-	s := &Segment{cfg: cfg, base: base}
+	s := &Segment{cfg: cfg, base: base, wholeReach: true}
 	s.refs.Store(1)
 	if err := s.mapReadOnly(); err != nil {
 		s.finish()
@@ -61,6 +155,7 @@ func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
 	}
 	s.end.Store(int64(len(s.ro)))
 	s.next.Store(next)
+	s.recEnd.Store(next)
 	s.sealed.Store(true)
 	return s, nil
 }
@@ -112,7 +207,7 @@ func (s *Segment) lookupIndex() *index {
 	if !s.checked.Load() || s.distrust.Load() && s.sealed.Load() {
 		s.mu.Lock()
 		if !s.checked.Load() {
-			s.checkIndex(s.end.Load(), false)
+			s.checkIndex()
 		}
 		if s.distrust.Load() && s.sealed.Load() {
 			s.rebuild(s.end.Load())
@@ -129,46 +224,68 @@ func (s *Segment) CheckIndex() Recovery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.checked.Load() {
-		return Recovery{Segment: Name(s.base, LogSuffix), End: s.end.Load(), Next: s.next.Load()}
+		return Recovery{Segment: Name(s.base, LogSuffix), End: s.end.Load(), Next: s.recEnd.Load()}
 	}
-	return s.checkIndex(s.end.Load(), false)
+	return s.checkIndex()
 }
 
-// checkIndex verifies a read-only segment's index against its records up to
-// end: the trusted entries, then a walk from the last of them that must not
-// find a record owed an entry. Anything short of that rebuilds the index
-// from the log. With active set, the walk also finds the end of the records
-// (for a read-only view of an active segment). The caller holds s.mu or owns
-// the segment alone.
-func (s *Segment) checkIndex(end int64, active bool) Recovery {
+// checkIndex checks a sealed segment against its index and finds what its
+// file holds: the trusted entries, then a walk from the last of them to the
+// end of the file that must not find a record owed an entry (else the index
+// is rebuilt from the log). Damage on the way is stepped over. A file whose
+// records end cleanly before the next segment's base leaves a missing range
+// of offsets (the records of a removed segment file). The caller holds s.mu
+// or owns the segment alone.
+func (s *Segment) checkIndex() Recovery {
 	rep := Recovery{Segment: Name(s.base, LogSuffix)}
 	x := s.idx.Load()
-	buf := s.ro[:end]
+	end, next := s.end.Load(), s.next.Load()
+	src := mapSource(s.ro[:end])
+	if why := s.misnamed(src); why != "" {
+		s.misnamedWhy = why
+		s.recEnd.Store(s.base)
+		s.checked.Store(true)
+		return rep
+	}
 	valid := x.off.Valid(end)
-	n := s.trustedEntries(x, buf)
+	n := s.trustedEntries(x, src, end)
 	pos, id := int64(0), s.base
 	if n > 0 {
 		rel, p := x.off.Entry(n - 1)
 		pos, id = int64(p), s.base+uint64(rel)
 	}
+	from := pos
 	sp := sparseidx.Spacer{Interval: s.cfg.IndexInterval}
 	short := false
-	r := s.walk(buf, pos, id, end, &sp, func(uint64, int64) { short = true })
-	rep.Walked, rep.Records, rep.End, rep.Next = r.pos-pos, r.count, r.pos, r.next
-	if active {
-		s.end.Store(r.pos)
-		s.next.Store(r.next)
-		if r.stop != nil && !errors.Is(r.stop, record.ErrEnd) {
-			rep.Cut, rep.CutReason = true, r.stop.Error()
-		} else if r.stop != nil && s.tornAfterEnd(buf, r.pos) {
-			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: a zero length field followed by the bytes of a record never finished", r.pos)
+	owed := func(uint64, int64) { short = true }
+	for {
+		r := s.walk(src, pos, id, end, next, &sp, owed)
+		rep.Records += r.count
+		pos, id = r.pos, r.next
+		if r.stop == nil || id >= next {
+			break
 		}
-	} else if r.stop != nil && errors.Is(r.stop, record.ErrEnd) && allZero(buf[r.pos:]) && r.next == s.next.Load() {
-		// A sealed segment left untrimmed by a crash during a roll: its
-		// records end early and zeros follow. Not damage.
-		s.end.Store(r.pos)
-		rep.End = r.pos
+		if errors.Is(r.stop, record.ErrEnd) && allZeroAt(src, pos, end-pos) {
+			break
+		}
+		np, nid := s.resume(src, pos, id, next)
+		if np < 0 {
+			// Damage, or bytes that are not records, up to the end of
+			// the file: the records from id on (if any) are damaged.
+			id = next
+			break
+		}
+		sp.Count += int(np - pos)
+		pos, id = np, nid
 	}
+	if pos < end && allZeroAt(src, pos, end-pos) {
+		// A sealed segment left untrimmed by a crash during a roll: its
+		// records end early and zeros follow.
+		s.end.Store(pos)
+	}
+	// Offsets from id on have no bytes in this file.
+	s.recEnd.Store(min(id, next))
+	rep.Walked, rep.End, rep.Next = pos-from, s.end.Load(), s.recEnd.Load()
 	x.n.Store(int64(n))
 	if short || n < valid {
 		rep.IndexRepaired = true
@@ -221,7 +338,7 @@ type built struct {
 func (s *Segment) buildIndex(end int64) built {
 	old := s.idx.Load()
 	oldN := max(old.entries(), old.tim.Valid())
-	buf := s.ro[:end]
+	src := mapSource(s.ro[:end])
 	mtime := s.modTime()
 	b := built{spacer: sparseidx.Spacer{Interval: s.cfg.IndexInterval}}
 	add := func(id uint64, pos int64) {
@@ -237,13 +354,19 @@ func (s *Segment) buildIndex(end int64) built {
 		b.offs = appendOffset(b.offs, rel, uint32(pos))
 		b.tims = appendTime(b.tims, ms, rel)
 	}
+	next := s.next.Load()
 	pos, id := int64(0), s.base
 	for pos < end {
-		r := s.walk(buf, pos, id, end, &b.spacer, add)
+		r := s.walk(src, pos, id, end, next, &b.spacer, add)
 		if r.stop == nil || errors.Is(r.stop, record.ErrEnd) {
 			break
 		}
-		pos, id = s.skipDamage(buf, r.pos, r.next)
+		np, nid := s.resume(src, r.pos, r.next, next)
+		if np < 0 {
+			break
+		}
+		b.spacer.Count += int(np - r.pos)
+		pos, id = np, nid
 	}
 	return b
 }
@@ -270,20 +393,38 @@ func (s *Segment) RebuildIndex() int {
 	return n
 }
 
-// skipDamage finds the first record after pos that verifies and whose id is
-// at least id, and returns its position and id (end of buffer when none).
-func (s *Segment) skipDamage(buf []byte, pos int64, id uint64) (int64, uint64) {
-	limit := s.next.Load()
-	for p := pos + 1; p+record.HeaderSize <= int64(len(buf)); p++ {
-		_, _, _, got, _ := record.Header(buf[p:])
-		if got < id || got >= limit {
-			continue
-		}
-		if v, err := record.Decode(buf[p:], s.cfg.MaxLength); err == nil && v.ID == got {
-			return p, got
-		}
+// TrimSealed makes a sealed segment's files exact after a crash during a
+// roll left them at their preallocated sizes: the .log is cut at the end of
+// its records (never below: readers may hold any record) and the index
+// files are rewritten with exactly their entries (a new file renamed over
+// the old, so that a reader that mapped the old one keeps it). It returns
+// the bytes cut from the .log file. Writable logs only.
+func (s *Segment) TrimSealed() (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.checked.Load() {
+		s.checkIndex()
 	}
-	return int64(len(buf)), id
+	var cut int64
+	end := s.end.Load()
+	if st, err := os.Stat(s.path(LogSuffix)); err == nil && st.Size() > end {
+		if err := os.Truncate(s.path(LogSuffix), end); err != nil {
+			return 0, fmt.Errorf("segment: trim %s: %w", Name(s.base, LogSuffix), err)
+		}
+		cut = st.Size() - end
+	}
+	x := s.idx.Load()
+	n := x.entries()
+	offs, tims := x.off.Buf[:n*sparseidx.OffsetEntrySize], x.tim.Buf[:n*sparseidx.TimeEntrySize]
+	if !sizeIs(s.path(IndexSuffix), len(offs)) || !sizeIs(s.path(TimeIndexSuffix), len(tims)) {
+		s.writeIndexFiles(append([]byte(nil), offs...), append([]byte(nil), tims...))
+	}
+	return cut, nil
+}
+
+func sizeIs(path string, n int) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Size() == int64(n) || errors.Is(err, fs.ErrNotExist) && n == 0
 }
 
 func (s *Segment) modTime() int64 {
@@ -328,3 +469,6 @@ func appendTime(b []byte, ms int64, rel uint32) []byte {
 	_ = sparseidx.Times{Buf: e[:]}.Put(0, ms, rel)
 	return append(b, e[:]...)
 }
+
+// noNext is the next offset of a segment with no successor.
+const noNext = math.MaxUint64

@@ -1,9 +1,8 @@
 package segment
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/sparseidx"
@@ -21,8 +20,11 @@ func (s *Segment) Read(offset uint64) (record.View, int64, error) {
 	if offset < s.base || offset >= s.next.Load() {
 		return record.View{}, 0, ErrNotFound
 	}
-	end := s.end.Load()
 	x := s.lookupIndex()
+	if (s.activeView || s.sealed.Load()) && offset >= s.recEnd.Load() {
+		return record.View{}, -1, s.missing(offset)
+	}
+	end := s.end.Load()
 	n := x.entries()
 	i, rel, p, ok := x.off.Floor(n, uint32(offset-s.base))
 	pos, id := int64(0), s.base
@@ -43,16 +45,61 @@ func (s *Segment) Read(offset uint64) (record.View, int64, error) {
 		id++
 	}
 	if id == offset {
-		v, at, err := s.verify(offset, pos, end)
-		if err == nil {
+		if v, at, err := s.verify(offset, pos, end); err == nil {
 			return v, at, nil
 		}
-		if v, at, rerr := s.resync(offset, x, i, n, end); rerr == nil {
-			return v, at, nil
-		}
-		return v, at, err
 	}
-	return s.resync(offset, x, i, n, end)
+	return s.seek(offset, x, i, end)
+}
+
+// seek is the slow path of Read, for a segment with damage between an
+// index entry and the record asked for: it walks from the greatest entry at
+// or below offset that points at a record that verifies (or from the
+// start), verifying every record and stepping over damage the way the walk
+// at open does (the next record that verifies with the expected id or a
+// later one), so that a read finds a record exactly where the open's walk
+// did.
+func (s *Segment) seek(offset uint64, x *index, i int, end int64) (record.View, int64, error) {
+	src := mapSource(s.ro[:end])
+	pos, id := int64(0), s.base
+	for ; i >= 0; i-- {
+		rel, p := x.off.Entry(i)
+		if s.entryAt(src, int64(p), s.base+uint64(rel)) {
+			pos, id = int64(p), s.base+uint64(rel)
+			break
+		}
+	}
+	next := s.next.Load()
+	for {
+		v, err := s.decodeAt(src, pos)
+		if err == nil && v.ID == id {
+			if id == offset {
+				return v, pos, nil
+			}
+			pos += int64(v.Size)
+			id++
+			continue
+		}
+		if id == offset {
+			why := "record holds another id"
+			switch {
+			case errors.Is(err, record.ErrEnd):
+				why = "zero length where a record must be"
+			case err != nil:
+				why = err.Error()
+			}
+			if np, nid := s.resume(src, pos, id, next); np >= 0 && nid == offset {
+				pos, id = np, nid
+				continue
+			}
+			return record.View{}, pos, s.corrupt(offset, pos, why)
+		}
+		np, nid := s.resume(src, pos, id, next)
+		if np < 0 || nid > offset {
+			return record.View{}, -1, s.corrupt(offset, -1, "damaged: no record with this offset lies between the records around it")
+		}
+		pos, id = np, nid
+	}
 }
 
 // skip reads the header at pos and returns the record's size when the header
@@ -88,39 +135,22 @@ func (s *Segment) verify(offset uint64, pos, end int64) (record.View, int64, err
 	return v, pos, nil
 }
 
-// resync looks for the record offset when the walk towards it met damage
-// (a damaged length, or an index entry that points into a record): it
-// searches for its 8 id bytes between the index entries around it and
-// accepts the first candidate that verifies. Only damaged segments pay for
-// this.
-func (s *Segment) resync(offset uint64, x *index, i, n int, end int64) (record.View, int64, error) {
-	from, to := int64(0), end
-	if i > 0 {
-		_, p := x.off.Entry(i - 1)
-		from = int64(p)
+// missing builds the error for an offset of the segment's range that its
+// file does not hold.
+func (s *Segment) missing(offset uint64) error {
+	if s.misnamedWhy != "" {
+		return fmt.Errorf("%w: offset %d: %s", ErrCorrupt, offset, s.misnamedWhy)
 	}
-	if i+1 < n {
-		_, p := x.off.Entry(i + 1)
-		to = min(end, int64(p)+record.HeaderSize)
-	}
-	var want [8]byte
-	binary.BigEndian.PutUint64(want[:], offset)
-	for p := from + 8; p+8 <= to; {
-		k := bytes.Index(s.ro[p:to], want[:])
-		if k < 0 {
-			break
-		}
-		at := p + int64(k) - 8
-		if v, _, err := s.verify(offset, at, end); err == nil {
-			return v, at, nil
-		}
-		p += int64(k) + 1
-	}
-	if from > 0 || to < end {
-		// The index around it may be wrong too: search the whole segment.
-		return s.resync(offset, x, 0, 0, end)
-	}
-	return record.View{}, from, s.corrupt(offset, from, "damaged record on the way to it, and no intact copy of it follows")
+	return fmt.Errorf("%w: offset %d missing: segment %s ends at offset %d and the next segment starts at %d (a segment file removed?)",
+		ErrCorrupt, offset, Name(s.base, LogSuffix), s.recEnd.Load(), s.next.Load())
+}
+
+// Missing returns the range of offsets [from, to) of the segment's range
+// that its file does not hold (from == to when none), checking the index
+// first if needed.
+func (s *Segment) Missing() (from, to uint64) {
+	s.lookupIndex()
+	return min(s.recEnd.Load(), s.next.Load()), s.next.Load()
 }
 
 // holds reports whether the header at pos carries id.

@@ -19,6 +19,10 @@ var (
 	ErrCorrupt = errors.New("pagelog: corrupt record")
 	// ErrNotFound is returned for an offset the segment does not hold.
 	ErrNotFound = errors.New("pagelog: offset not found")
+	// ErrMisnamed marks a segment whose first record verifies but carries
+	// another id than its file name says (a renamed or copied file). It
+	// wraps ErrCorrupt.
+	ErrMisnamed = fmt.Errorf("%w: segment file name does not match its records", ErrCorrupt)
 )
 
 // Config holds the settings every segment of a log shares. The engine owns
@@ -116,6 +120,21 @@ type Segment struct {
 	next atomic.Uint64 // offset after the last published record
 	refs atomic.Int64
 
+	// recEnd is the offset after the last record the file holds: below
+	// next when a sealed segment's records end cleanly before the next
+	// segment's base (the records of a removed file are missing).
+	recEnd atomic.Uint64
+	// misnamedWhy says why the first record does not match the file name
+	// ("" when it does); set once, before the segment is shared.
+	misnamedWhy string
+	// fileID is the device and inode of the mapped .log file (views).
+	fileID [2]uint64
+	// rp is the recovery point the segment was opened with; wholeReach
+	// is set for segments opened sealed. Both shape how far a walk looks
+	// past damage (see reach).
+	rp         int64
+	wholeReach bool
+
 	w     *writer    // nil when sealed; the writer's alone except under popMu
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
 
@@ -134,11 +153,27 @@ type index struct {
 
 func (x *index) entries() int { return int(x.n.Load()) }
 
+// publishEnd makes the records up to end (offsets below next) visible to
+// readers.
+func (s *Segment) publishEnd(end int64, next uint64) {
+	s.end.Store(end)
+	s.recEnd.Store(next)
+	s.next.Store(next)
+}
+
 // Base returns the segment's base offset: the id of its first record.
 func (s *Segment) Base() uint64 { return s.base }
 
 // Next returns the offset after the segment's last published record.
 func (s *Segment) Next() uint64 { return s.next.Load() }
+
+// Holds returns the offset after the last record the segment's file holds
+// (checking its index first if needed): below Next when the records end
+// before the next segment begins.
+func (s *Segment) Holds() uint64 {
+	s.lookupIndex()
+	return s.recEnd.Load()
+}
 
 // End returns the byte size of the segment's published records.
 func (s *Segment) End() int64 { return s.end.Load() }
@@ -212,6 +247,9 @@ func (s *Segment) finish() {
 // corrupt builds the error for damage at pos.
 func (s *Segment) corrupt(offset uint64, pos int64, why string) error {
 	why = strings.TrimPrefix(why, ErrCorrupt.Error()+": ")
+	if pos < 0 {
+		return fmt.Errorf("%w: offset %d in segment %s: %s", ErrCorrupt, offset, Name(s.base, LogSuffix), why)
+	}
 	return fmt.Errorf("%w: offset %d in segment %s at position %d: %s",
 		ErrCorrupt, offset, Name(s.base, LogSuffix), pos, why)
 }

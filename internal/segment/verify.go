@@ -1,9 +1,12 @@
 package segment
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/sparseidx"
@@ -23,104 +26,293 @@ func (s *Segment) Info(offset uint64, v record.View, pos int64, err error) Info 
 	if err == nil {
 		return Info{Offset: offset, Position: pos, Size: int64(v.Size), Checksum: v.Checksum}
 	}
-	in := Info{Offset: offset, Position: pos, Err: err}
+	// Where the record was not found, or what lies where it should be is
+	// another record's header, its size and checksum are unknown (-1, 0).
+	in := Info{Offset: offset, Position: pos, Size: -1, Err: err}
 	if end := s.end.Load(); pos >= 0 && pos < end {
-		length, _, sum, _, ok := record.Header(s.ro[pos:end])
-		if ok {
+		length, _, sum, id, ok := record.Header(s.ro[pos:end])
+		if ok && id == offset {
 			in.Size, in.Checksum = int64(length)+4, sum
 		}
 	}
 	return in
 }
 
-// VerifyIndex compares the segment's index files on disk with the entries
-// its records call for under the sparse rule, and reports every
-// disagreement in a sentence. A sealed segment's files must hold exactly
-// those entries; an active one's may hold zeros (or newer entries) after
-// them. It also reports bytes after a sealed segment's last record.
+// VerifyIndex checks the segment's index files on disk against its
+// records and reports every problem in a sentence. It also reports bytes
+// after a sealed segment's last record that are not records.
+//
+// The index is a cache of the log, so what must hold is what makes lookups
+// right: every entry names the record it points at (relative offset and
+// position), entries and times never go back, the two files agree, and the
+// entries are those the sparse rule of FORMAT.md gives for one spacing.
+// Any one spacing is accepted: the files of older segments keep the
+// spacing they were written with when IndexIntervalBytes changes. The rule
+// is not checked across damaged records (whether the writer gave one an
+// entry cannot be known). A sealed segment's files hold exactly their
+// entries; an active one's may hold zeros, or entries for records appended
+// after the view was taken, after them.
 func (s *Segment) VerifyIndex() []string {
+	recs, spans, tailJunk := s.layout()
 	var problems []string
+	sealed := s.w == nil && !s.activeView
+	if sealed && tailJunk > 0 {
+		problems = append(problems, fmt.Sprintf("%s: %d bytes after the last record that are not a record",
+			Name(s.base, LogSuffix), tailJunk))
+	}
+	offs, offErr := os.ReadFile(s.path(IndexSuffix))
+	tims, timErr := os.ReadFile(s.path(TimeIndexSuffix))
+	want := s.ruleEntries(recs, spans)
+	if offErr != nil || timErr != nil {
+		for _, e := range []struct {
+			err    error
+			suffix string
+		}{{offErr, IndexSuffix}, {timErr, TimeIndexSuffix}} {
+			if e.err != nil && (len(want) > 0 || !errors.Is(e.err, os.ErrNotExist)) {
+				problems = append(problems, fmt.Sprintf("%s: %v", Name(s.base, e.suffix), e.err))
+			}
+		}
+		return problems
+	}
+	return append(problems, s.checkEntries(recs, spans, offs, tims, sealed, len(want))...)
+}
+
+// recPlace is one good record's place in a segment.
+type recPlace struct {
+	id   uint64
+	pos  int64
+	size int64
+}
+
+// damageSpan is a run of bytes between good records that holds the
+// damaged records [fromID, toID).
+type damageSpan struct {
+	from, to     int64
+	fromID, toID uint64
+}
+
+// layout walks the segment's published bytes and returns its good records,
+// the damaged spans between them, and the bytes after the last record that
+// are neither a record nor zeros.
+func (s *Segment) layout() ([]recPlace, []damageSpan, int64) {
 	end := s.end.Load()
-	buf := s.ro[:end]
-	var want []entry
-	sp := sparseidx.Spacer{Interval: s.cfg.IndexInterval}
-	add := func(id uint64, pos int64) { want = append(want, entry{uint32(id - s.base), uint32(pos)}) }
+	src := limitSource{mapSource(s.ro[:end]), end}
+	next := s.next.Load()
+	finished := s.w == nil && !s.activeView // no record may follow the end
+	var recs []recPlace
+	var spans []damageSpan
+	if s.misnamedWhy != "" {
+		return nil, nil, 0
+	}
 	pos, id := int64(0), s.base
 	for pos < end {
-		r := s.walk(buf, pos, id, end, &sp, add)
-		if r.stop == nil || errors.Is(r.stop, record.ErrEnd) {
-			pos = r.pos
+		if id >= next {
+			if !allZeroAt(src, pos, end-pos) {
+				return recs, spans, end - pos
+			}
 			break
 		}
-		pos, id = s.skipDamage(buf, r.pos, r.next)
+		v, err := s.decodeAt(src, pos)
+		if err == nil && v.ID == id {
+			recs = append(recs, recPlace{id: id, pos: pos, size: int64(v.Size)})
+			pos += int64(v.Size)
+			id++
+			continue
+		}
+		if errors.Is(err, record.ErrEnd) && allZeroAt(src, pos, end-pos) {
+			break
+		}
+		np, nid := s.resume(src, pos, id, next)
+		if np < 0 {
+			if finished {
+				spans = append(spans, damageSpan{from: pos, to: end, fromID: id, toID: next})
+			}
+			break
+		}
+		spans = append(spans, damageSpan{from: pos, to: np, fromID: id, toID: nid})
+		pos, id = np, nid
 	}
-	sealed := s.w == nil && !s.activeView
-	if sealed && pos < end && !allZero(buf[pos:]) {
-		problems = append(problems, fmt.Sprintf("%s: %d bytes after the last record that are not a record",
-			Name(s.base, LogSuffix), end-pos))
+	return recs, spans, 0
+}
+
+// ruleEntries returns the entries the sparse rule gives the records under
+// the log's configured spacing, where they can be known.
+func (s *Segment) ruleEntries(recs []recPlace, spans []damageSpan) []entry {
+	var out []entry
+	sp := sparseidx.Spacer{Interval: s.cfg.IndexInterval}
+	k := 0
+	for _, r := range recs {
+		for k < len(spans) && spans[k].to <= r.pos {
+			sp.Count += int(spans[k].to - spans[k].from)
+			k++
+		}
+		if sp.Next(int(r.size)) {
+			out = append(out, entry{uint32(r.id - s.base), uint32(r.pos)})
+		}
 	}
-	problems = append(problems, s.compareOffsets(want, sealed)...)
-	problems = append(problems, s.compareTimes(want, sealed)...)
-	return problems
+	return out
 }
 
 type entry struct{ rel, pos uint32 }
 
-func (s *Segment) compareOffsets(want []entry, sealed bool) []string {
-	name := Name(s.base, IndexSuffix)
-	data, err := os.ReadFile(s.path(IndexSuffix))
-	if err != nil {
-		if len(want) == 0 && errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return []string{fmt.Sprintf("%s: %v", name, err)}
-	}
-	x := sparseidx.Offsets{Buf: data}
+// checkEntries checks the entries of the index files (offs, tims) against
+// the records.
+func (s *Segment) checkEntries(recs []recPlace, spans []damageSpan, offs, tims []byte, sealed bool, called int) []string {
+	oname, tname := Name(s.base, IndexSuffix), Name(s.base, TimeIndexSuffix)
+	ox, tx := sparseidx.Offsets{Buf: offs}, sparseidx.Times{Buf: tims}
 	var out []string
-	if sealed && len(data) != len(want)*sparseidx.OffsetEntrySize {
-		out = append(out, fmt.Sprintf("%s: %d bytes, the log calls for %d entries (%d bytes)",
-			name, len(data), len(want), len(want)*sparseidx.OffsetEntrySize))
+	// How many entries each file holds: all of a sealed file; up to the
+	// first zero entry of an active one.
+	no, nt := ox.Cap(), tx.Cap()
+	if !sealed {
+		no, nt = leadingEntries(offs, sparseidx.OffsetEntrySize), leadingEntries(tims, sparseidx.TimeEntrySize)
 	}
-	if x.Cap() < len(want) {
-		return append(out, fmt.Sprintf("%s: %d entries, the log calls for %d", name, x.Cap(), len(want)))
+	if sealed && len(offs)%sparseidx.OffsetEntrySize != 0 {
+		out = append(out, fmt.Sprintf("%s: %d bytes, not a whole number of %d-byte entries", oname, len(offs), sparseidx.OffsetEntrySize))
 	}
-	for i, e := range want {
-		if rel, pos := x.Entry(i); rel != e.rel || pos != e.pos {
-			return append(out, fmt.Sprintf("%s: entry %d is (%d, %d), the log calls for (%d, %d)",
-				name, i, rel, pos, e.rel, e.pos))
+	if sealed && len(tims)%sparseidx.TimeEntrySize != 0 {
+		out = append(out, fmt.Sprintf("%s: %d bytes, not a whole number of %d-byte entries", tname, len(tims), sparseidx.TimeEntrySize))
+	}
+	if no != nt {
+		out = append(out, fmt.Sprintf("%s: %d entries, %s has %d", tname, nt, oname, no))
+	}
+	if sealed && no == 0 && called > 0 {
+		return append(out, fmt.Sprintf("%s: no entries, the log calls for %d", oname, called))
+	}
+	// Entries for records past the published end belong to records
+	// appended after this view was taken.
+	limit := uint32(s.next.Load() - s.base)
+	var at []int // index into recs of each checked entry's record, -1 inside a damaged span
+	var prevRel, prevPos uint32
+	var prevMs int64
+	for i := range min(no, nt) {
+		rel, pos := ox.Entry(i)
+		ms, trel := tx.Entry(i)
+		if !sealed && rel >= limit {
+			break
 		}
+		switch {
+		case rel == 0 || pos == 0:
+			return append(out, fmt.Sprintf("%s: entry %d is (%d, %d): the first record never has an entry", oname, i, rel, pos))
+		case i > 0 && (rel <= prevRel || pos <= prevPos):
+			return append(out, fmt.Sprintf("%s: entry %d (%d, %d) does not follow entry %d (%d, %d)", oname, i, rel, pos, i-1, prevRel, prevPos))
+		case trel != rel:
+			return append(out, fmt.Sprintf("%s: entry %d has relative offset %d, %s has %d", tname, i, trel, oname, rel))
+		case i > 0 && ms < prevMs:
+			return append(out, fmt.Sprintf("%s: entry %d goes back in time (%d < %d)", tname, i, ms, prevMs))
+		}
+		prevRel, prevPos, prevMs = rel, pos, ms
+		j, found := slices.BinarySearchFunc(recs, s.base+uint64(rel), func(r recPlace, id uint64) int { return cmp.Compare(r.id, id) })
+		switch {
+		case found && recs[j].pos == int64(pos):
+			at = append(at, j)
+		case inSpan(spans, s.base+uint64(rel), int64(pos)):
+			at = append(at, -1)
+		case found:
+			return append(out, fmt.Sprintf("%s: entry %d is (%d, %d), the record with relative offset %d lies at %d", oname, i, rel, pos, rel, recs[j].pos))
+		default:
+			return append(out, fmt.Sprintf("%s: entry %d is (%d, %d), and no record with that offset lies there", oname, i, rel, pos))
+		}
+	}
+	if p := spacingProblem(recs, spans, at); p != "" {
+		out = append(out, oname+": "+p)
 	}
 	return out
 }
 
-func (s *Segment) compareTimes(want []entry, sealed bool) []string {
-	name := Name(s.base, TimeIndexSuffix)
-	data, err := os.ReadFile(s.path(TimeIndexSuffix))
-	if err != nil {
-		if len(want) == 0 && errors.Is(err, os.ErrNotExist) {
-			return nil
+// leadingEntries counts the entries of b before the first all-zero one.
+func leadingEntries(b []byte, width int) int {
+	n := 0
+	for ; (n+1)*width <= len(b); n++ {
+		if allZero(b[n*width : (n+1)*width]) {
+			break
 		}
-		return []string{fmt.Sprintf("%s: %v", name, err)}
 	}
-	x := sparseidx.Times{Buf: data}
-	var out []string
-	if sealed && len(data) != len(want)*sparseidx.TimeEntrySize {
-		out = append(out, fmt.Sprintf("%s: %d bytes, the log calls for %d entries (%d bytes)",
-			name, len(data), len(want), len(want)*sparseidx.TimeEntrySize))
-	}
-	if x.Cap() < len(want) {
-		return append(out, fmt.Sprintf("%s: %d entries, the log calls for %d", name, x.Cap(), len(want)))
-	}
-	var last int64
-	for i, e := range want {
-		ms, rel := x.Entry(i)
-		if rel != e.rel {
-			return append(out, fmt.Sprintf("%s: entry %d has relative offset %d, the log calls for %d", name, i, rel, e.rel))
+	return n
+}
+
+func inSpan(spans []damageSpan, id uint64, pos int64) bool {
+	for _, d := range spans {
+		if id >= d.fromID && id < d.toID && pos >= d.from && pos < d.to {
+			return true
 		}
-		if ms < last {
-			return append(out, fmt.Sprintf("%s: entry %d goes back in time (%d < %d)", name, i, ms, last))
-		}
-		last = ms
 	}
-	return out
+	return false
+}
+
+// spacingProblem checks that the entries (each given as the index in recs
+// of its record, -1 inside a damaged span) are those the sparse rule gives
+// for some one spacing I: a record gets an entry exactly when more than I
+// bytes were written since the last entry. Each record with a known count c
+// of bytes before it since the last entry says I >= c (no entry) or I < c
+// (an entry). Counts are unknown from a damaged span to the next entry.
+func spacingProblem(recs []recPlace, spans []damageSpan, at []int) string {
+	lo, hi := int64(0), int64(math.MaxInt64) // I in [lo, hi)
+	var loWhy, hiWhy string
+	has := make(map[int]bool, len(at))
+	for _, j := range at {
+		if j >= 0 {
+			has[j] = true
+		}
+	}
+	count, known := int64(0), true
+	k := 0
+	entries := at
+	for j, r := range recs {
+		for k < len(spans) && spans[k].to <= r.pos {
+			known = false
+			k++
+		}
+		// An entry inside a damaged span before this record resets the
+		// count at a place that cannot be measured.
+		for len(entries) > 0 && entries[0] < 0 {
+			entries = entries[1:]
+			known = false
+		}
+		if has[j] {
+			if known && count < hi {
+				hi, hiWhy = count, fmt.Sprintf("the record at position %d has an entry after %d bytes", r.pos, count)
+			}
+			entries = entries[1:]
+			count, known = 0, true
+		} else if known && count > lo && j > 0 {
+			lo, loWhy = count, fmt.Sprintf("the record at position %d has none after %d bytes", r.pos, count)
+		}
+		count += r.size
+	}
+	if lo >= hi {
+		return "entries do not follow the sparse rule for any one spacing: " + hiWhy + ", but " + loWhy
+	}
+	return ""
+}
+
+// LongestBody returns the largest body, attributes section included, among
+// the records the segment holds, read from their length fields (the
+// checksums are not checked; damage is stepped over). A log whose stored
+// settings were lost bounds MaxRecordBytes by it.
+func (s *Segment) LongestBody() int {
+	s.lookupIndex()
+	end := s.end.Load()
+	src := limitSource{mapSource(s.ro[:end]), end}
+	next := s.next.Load()
+	longest := 0
+	pos, id := int64(0), s.base
+	for pos+record.HeaderSize <= end && id < next {
+		length, _, _, got, _ := record.Header(src.at(pos, record.HeaderSize))
+		if length >= record.MinLength && got == id && pos+int64(length)+4 <= end {
+			longest = max(longest, int(length-record.MinLength))
+			pos += int64(length) + 4
+			id++
+			continue
+		}
+		if length == 0 && allZeroAt(src, pos, end-pos) {
+			break
+		}
+		np, nid := s.resume(src, pos, id, next)
+		if np < 0 {
+			break
+		}
+		pos, id = np, nid
+	}
+	return longest
 }

@@ -58,7 +58,7 @@ func (c *Config) openFile(path string, flag int) (*os.File, error) {
 // later. On error no file is left behind.
 func Create(cfg *Config, base uint64) (*Segment, error) {
 	s := &Segment{cfg: cfg, base: base}
-	s.next.Store(base)
+	s.publishEnd(0, base)
 	s.refs.Store(1)
 	created := make([]string, 0, 3)
 	fail := func(err error) (*Segment, error) {
@@ -69,6 +69,13 @@ func Create(cfg *Config, base uint64) (*Segment, error) {
 		return nil, err
 	}
 	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		if suffix != LogSuffix {
+			// Index files without their .log are leftovers of a crash
+			// (or of a removal by hand): replaced, never reused. They are
+			// unlinked rather than truncated, so that a reader that still
+			// maps one keeps its bytes.
+			_ = os.Remove(s.path(suffix))
+		}
 		f, err := cfg.openFile(s.path(suffix), os.O_RDWR|os.O_CREATE|os.O_EXCL)
 		if err != nil {
 			return fail(fmt.Errorf("segment: create: %w", err))
@@ -338,6 +345,7 @@ func (s *Segment) Seal(sync bool) error {
 	s.rw = nil
 	err := w.close()
 	s.w = nil
+	s.recEnd.Store(s.next.Load())
 	s.sealed.Store(true)
 	return err
 }

@@ -1,0 +1,374 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// Open opens (creating it if needed) the log in dir for appending and
+// reading. Zero Options mean the defaults; for an existing log, zero
+// settings mean those stored in its log.meta.
+func Open(dir string, opts Options) (*Log, error) {
+	if opts.ReadOnly {
+		return OpenReadOnly(dir, opts)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if err := os.MkdirAll(dir, opts.DirMode); err != nil {
+		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
+	}
+	lock, err := lockDir(dir, opts.FileMode)
+	if err != nil {
+		return nil, err
+	}
+	l, err := open(dir, opts, lock)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// OpenReadOnly opens the log in dir for reading only. It takes no lock and
+// never changes a file, so it may run beside a process that appends; it
+// sees the records that were whole when it opened, whatever that process
+// was doing (appending, rolling, sealing, dropping old segments). A
+// directory that holds no log gets an error wrapping ErrNoLog.
+func OpenReadOnly(dir string, opts Options) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts.ReadOnly = true
+	opts = opts.withDefaults()
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pagelog: open %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("pagelog: open %s: not a directory", dir)
+	}
+	return open(dir, opts, nil)
+}
+
+// IsLog reports whether dir holds a log: a log.meta file or a segment
+// file. It is what tools that must not create a log check first.
+func IsLog(dir string) (bool, error) {
+	list, err := listDir(dir)
+	if err != nil {
+		return false, err
+	}
+	if len(list.bases) > 0 {
+		return true, nil
+	}
+	_, err = os.Stat(filepath.Join(dir, metaName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func open(dir string, opts Options, lock *os.File) (*Log, error) {
+	start := time.Now()
+	list, err := listDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	l := &Log{dir: dir, opts: opts, readOnly: opts.ReadOnly, lockFile: lock, stop: make(chan struct{})}
+	m, trusted, err := l.settings(list.bases)
+	if err != nil {
+		return nil, err
+	}
+	l.meta = m
+	l.maxBody = m.MaxRecordBytes
+	if opts.MaxRecordBytes > 0 {
+		l.maxBody = opts.MaxRecordBytes
+	}
+	maxLength := record.MaxLength(m.MaxRecordBytes)
+	if !trusted && len(list.bases) > 0 {
+		// No stored limit to bound record lengths by: only the files
+		// bound them, so that no long record is called damaged.
+		maxLength = record.LengthMask
+	}
+	l.cfg = &segment.Config{
+		Dir:           dir,
+		SegmentBytes:  m.SegmentBytes,
+		IndexInterval: m.IndexIntervalBytes,
+		MaxLength:     maxLength,
+		MaxRecord:     int(record.MaxLength(l.maxBody)) + 4,
+		ReadOnly:      opts.ReadOnly,
+		FileMode:      opts.FileMode,
+		Retire:        opts.retire,
+		SmallPages:    opts.Sync == SyncAlways,
+		WriteThrough:  opts.Sync == SyncAlways,
+		Allocate:      opts.allocate,
+		Datasync:      opts.datasync,
+		NowMillis:     func() int64 { return opts.now().UnixMilli() },
+	}
+	if l.readOnly {
+		l.recovery.Leftovers = list.leftovers
+		err = l.openView()
+	} else {
+		err = l.openWritable(list, trusted)
+	}
+	if err != nil {
+		l.closeSegments()
+		return nil, err
+	}
+	l.recovery.Took = time.Since(start)
+	l.startBackground()
+	return l, nil
+}
+
+// settings returns the settings of the log: log.meta's, with the non-zero
+// Options applied. When log.meta is missing or damaged (trusted false) they
+// are the defaults, with the first offset of the oldest segment; a
+// damaged file is noted in the report, never a reason to fail.
+func (l *Log) settings(bases []uint64) (meta, bool, error) {
+	opts := l.opts
+	m, hasMeta, err := readMeta(l.dir)
+	var bad *badFileError
+	switch {
+	case errors.As(err, &bad):
+		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("%s ignored (%s): settings taken from the segments", metaName, bad.why))
+	case err != nil:
+		return meta{}, false, err
+	case !hasMeta && len(bases) == 0 && l.readOnly:
+		return meta{}, false, fmt.Errorf("%w: %s", ErrNoLog, l.dir)
+	}
+	trusted := hasMeta && err == nil
+	if !trusted {
+		m = defaultMeta()
+		m.FirstOffset = opts.FirstOffset
+		if len(bases) > 0 {
+			m.FirstOffset = bases[0]
+		}
+	}
+	newLog := !trusted && len(bases) == 0
+	stored := m
+	m = m.with(opts)
+	if newLog && opts.MaxRecordBytes > 0 {
+		// A new log stores the limit it is given, smaller ones included,
+		// so that readers bound lengths by it.
+		m.MaxRecordBytes = opts.MaxRecordBytes
+	}
+	if !l.readOnly && trusted && m != stored || !l.readOnly && newLog {
+		if err := replaceFile(l.dir, metaName, m.encode(), opts.FileMode); err != nil {
+			return meta{}, false, err
+		}
+	}
+	return m, trusted || newLog, nil
+}
+
+// with applies the non-zero settings of opts to the stored ones: they shape
+// new segments only. The stored maximum record size never shrinks, so that
+// records already written stay readable.
+func (m meta) with(o Options) meta {
+	if o.SegmentBytes > 0 {
+		m.SegmentBytes = o.SegmentBytes
+	}
+	if o.IndexIntervalBytes > 0 {
+		m.IndexIntervalBytes = o.IndexIntervalBytes
+	}
+	if o.MaxRecordBytes > m.MaxRecordBytes {
+		m.MaxRecordBytes = o.MaxRecordBytes
+	}
+	return m
+}
+
+// dirList is what a log directory holds.
+type dirList struct {
+	bases     []uint64 // base offsets of the .log files, sorted
+	leftovers []string // index files whose .log does not exist
+}
+
+// listDir lists the segment files of dir. Files that are not segment files
+// are left alone.
+func listDir(dir string) (dirList, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return dirList{}, nil
+		}
+		return dirList{}, fmt.Errorf("pagelog: list %s: %w", dir, err)
+	}
+	var list dirList
+	logs := make(map[uint64]bool)
+	var indexes []string
+	for _, e := range entries {
+		base, suffix, ok := segment.ParseName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if suffix == segment.LogSuffix {
+			list.bases = append(list.bases, base)
+			logs[base] = true
+		} else {
+			indexes = append(indexes, e.Name())
+		}
+	}
+	for _, name := range indexes {
+		base, _, _ := segment.ParseName(name)
+		if logs[base] {
+			continue
+		}
+		// Index files are created after their .log and removed before
+		// it: one without its .log is a leftover, unless the .log was
+		// created while the directory was being read.
+		if _, err := os.Stat(filepath.Join(dir, segment.Name(base, segment.LogSuffix))); errors.Is(err, fs.ErrNotExist) {
+			list.leftovers = append(list.leftovers, name)
+		}
+	}
+	slices.Sort(list.bases)
+	return list, nil
+}
+
+// openWritable opens every segment of a log opened for writing: sealed ones
+// read-only with their index checked lazily, the newest as the active one
+// with its end recovered. Leftover index files are removed.
+func (l *Log) openWritable(list dirList, trusted bool) error {
+	bases := list.bases
+	for _, name := range list.leftovers {
+		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
+			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: an index file without its segment", name))
+		}
+	}
+	segs := make([]*segment.Segment, 0, len(bases)+1)
+	l.segs.Store(&segs)
+	if len(bases) == 0 {
+		s, err := segment.Create(l.cfg, l.meta.FirstOffset)
+		if err != nil {
+			return err
+		}
+		if err := syncDir(l.dir); err != nil {
+			_ = s.Close()
+			return err
+		}
+		segs = append(segs, s)
+		l.active = s
+		l.publish(segs)
+		l.next.Store(s.Next())
+		l.recovery.Segments = 1
+		return nil
+	}
+	for i, base := range bases[:len(bases)-1] {
+		s, err := segment.OpenSealed(l.cfg, base, bases[i+1])
+		if err != nil {
+			return err
+		}
+		segs = append(segs, s)
+		l.publish(segs)
+	}
+	s, rep, err := l.openActive(bases[len(bases)-1])
+	if err != nil {
+		return err
+	}
+	if s.Next() == s.Base() && len(segs) > 0 {
+		// An empty newest segment after a sealed one whose records stop
+		// short of it: a crash during a roll took the sealed segment's
+		// unsynced tail. Its successor holds nothing, so the sealed
+		// segment becomes the active one again and its tail is recovered,
+		// instead of leaving offsets that can never be read.
+		prev := segs[len(segs)-1]
+		if c := prev.CheckIndex(); c.Next < prev.Next() {
+			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+				"empty segment %s removed: segment %s ends at offset %d, short of it (a crash during a roll)",
+				segment.Name(s.Base(), segment.LogSuffix), c.Segment, c.Next))
+			_ = s.Close()
+			removeSegmentFiles(l.dir, s.Base())
+			_ = syncDir(l.dir)
+			_ = prev.Close()
+			segs = segs[:len(segs)-1]
+			bases = bases[:len(bases)-1]
+			if s, rep, err = l.openActive(prev.Base()); err != nil {
+				return err
+			}
+		}
+	}
+	l.recovery.Clean = rep.Clean
+	// Nothing is known synced until this Log syncs: the last writer may have
+	// used SyncNone. The first sync covers the sealed segments too.
+	l.sync.setDurable(bases[0], s.Base(), min(rep.End, rep.RecoveryPoint))
+	l.sync.pending = append([]*segment.Segment(nil), segs...)
+	segs = append(segs, s)
+	l.publish(segs)
+	l.active = s
+	l.next.Store(s.Next())
+	l.recovery.Segments = len(segs)
+	l.recovery.Active = rep
+	l.recovery.TruncatedBytes = rep.TornBytes
+	if rep.IndexRepaired {
+		l.recovery.IndexesRebuilt++
+	}
+	if len(segs) > 1 {
+		l.checkLastSealed(segs[len(segs)-2])
+	}
+	if !trusted {
+		return l.storeSettings()
+	}
+	return nil
+}
+
+// openActive opens the newest segment for writing, with what the
+// checkpoint files say of it.
+func (l *Log) openActive(base uint64) (*segment.Segment, segment.Recovery, error) {
+	hint := readHint(l.dir, base, &l.recovery)
+	// From here on the marker would be stale: an append may follow.
+	_ = os.Remove(filepath.Join(l.dir, cleanName))
+	s, rep, err := segment.OpenActive(l.cfg, base, hint)
+	if errors.Is(err, segment.ErrMisnamed) {
+		return nil, rep, fmt.Errorf("pagelog: open %s: %w; `pagelog recover` (engine.Recover) renames it back", l.dir, err)
+	}
+	return s, rep, err
+}
+
+// checkLastSealed checks the segment sealed last: a crash during a roll can
+// leave it untrimmed (its records, then zeros), which a writable open trims,
+// index files included.
+func (l *Log) checkLastSealed(s *segment.Segment) {
+	rep := s.CheckIndex()
+	if rep.IndexRepaired {
+		l.recovery.IndexesRebuilt++
+	}
+	if cut, err := s.TrimSealed(); err == nil && cut > 0 {
+		rep.ZeroedBytes = cut
+	}
+	if rep.IndexRepaired || rep.ZeroedBytes > 0 {
+		l.recovery.Sealed = append(l.recovery.Sealed, rep)
+	}
+}
+
+// storeSettings writes log.meta for a log that had none, or a damaged one,
+// once its segments are open: the longest record bounds MaxRecordBytes, so
+// that no record the log holds is ever called damaged for its length.
+func (l *Log) storeSettings() error {
+	longest := 0
+	for _, s := range *l.segs.Load() {
+		longest = max(longest, s.LongestBody())
+	}
+	if longest > l.meta.MaxRecordBytes {
+		l.meta.MaxRecordBytes = min(longest, maxBodyLimit)
+		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+			"MaxRecordBytes raised to %d, the longest record the log holds", l.meta.MaxRecordBytes))
+	}
+	if err := replaceFile(l.dir, metaName, l.meta.encode(), l.opts.FileMode); err != nil {
+		return err
+	}
+	l.recovery.Notes = append(l.recovery.Notes, metaName+" written")
+	return nil
+}
+
+// listSegments returns the base offsets of the .log files in dir, sorted.
+func listSegments(dir string) ([]uint64, error) {
+	list, err := listDir(dir)
+	return list.bases, err
+}
