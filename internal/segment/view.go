@@ -88,4 +88,3 @@ func (s *Segment) sameFile(st os.FileInfo) bool {
 // View reports whether the segment is a read-only view of a segment another
 // process may be writing (see OpenView).
 func (s *Segment) View() bool { return s.activeView }
-
