@@ -29,6 +29,7 @@ type Log struct {
 	segs   atomic.Pointer[[]*segment.Segment]
 	next   atomic.Uint64 // offset of the next record
 	closed atomic.Bool
+	cuts   atomic.Pointer[cutHistory] // what Truncate cut, for iterators
 
 	sync syncState
 	pre  prefaulter

@@ -84,6 +84,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{dir: dir, opts: opts, readOnly: opts.ReadOnly, lockFile: lock, stop: make(chan struct{})}
+	l.cuts.Store(&cutHistory{})
 	m, trusted, err := l.settings(list.bases)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"iter"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
@@ -13,14 +15,27 @@ import (
 
 // Record is one record read from the log. Body is a slice of the
 // memory-mapped segment: no copy was made. It stays valid until Release is
-// called, even if the log is closed in the meantime; after Release it must
-// not be used. The mapping is read-only: writing into Body faults.
+// called, even if the log is closed or the record's segment dropped in the
+// meantime; after Release it must not be used. The mapping is read-only:
+// writing into Body faults.
 type Record struct {
 	Offset  uint64
 	Body    []byte
 	section []byte
-	seg     *segment.Segment
+	hold    *hold
+	gen     uint64
 }
+
+// hold is a Record's claim on its segment: one reference, given back by
+// the first Release of the Record or of any copy of it. Holds are reused;
+// gen tells a hold's owners apart, so that a Release by a stale copy finds
+// another generation and does nothing.
+type hold struct {
+	seg atomic.Pointer[segment.Segment]
+	gen atomic.Uint64
+}
+
+var holds = sync.Pool{New: func() any { return new(hold) }}
 
 // Attrs parses the record's attributes section (empty Attrs when it has
 // none). Group and Dedup point into the mapping, valid as long as Body.
@@ -31,19 +46,25 @@ func (r Record) Attrs() (Attrs, error) {
 	return record.ParseSection(r.section)
 }
 
-// Release gives the record's segment reference back. Call it exactly once
-// for every Record returned by Read. Records yielded by Records need no
-// Release (it is a no-op for them).
+// Release gives the record's segment reference back. Call it once for
+// every Record returned by Read; a second Release, of the Record or of a
+// copy of it, does nothing. Records yielded by Records need no Release
+// (it is a no-op for them).
 func (r Record) Release() {
-	if r.seg != nil {
-		r.seg.Release()
+	h := r.hold
+	if h == nil || !h.gen.CompareAndSwap(r.gen, r.gen+1) {
+		return
 	}
+	s := h.seg.Swap(nil)
+	holds.Put(h)
+	s.Release()
 }
 
 // Read returns the record at offset, verified (checksum and id), without
 // copying it. It returns an error wrapping ErrNotFound for an offset outside
-// [First, Next), and one wrapping ErrCorrupt, naming the segment and
-// position, for a damaged record.
+// [First, Next) (ErrTrimmed for one dropped from the front), and one
+// wrapping ErrCorrupt, naming the segment and position, for a damaged
+// record.
 func (l *Log) Read(offset uint64) (Record, error) {
 	s, err := l.acquire(offset)
 	if err != nil {
@@ -54,30 +75,48 @@ func (l *Log) Read(offset uint64) (Record, error) {
 		s.Release()
 		return Record{}, err
 	}
-	return Record{Offset: offset, Body: v.Body, section: v.Section, seg: s}, nil
+	h := holds.Get().(*hold)
+	h.seg.Store(s)
+	return Record{Offset: offset, Body: v.Body, section: v.Section, hold: h, gen: h.gen.Load()}, nil
 }
 
 // acquire finds the segment that holds offset and takes a reference on it.
+// A segment dropped between the lookup and the reference is looked up
+// again: only a closed log gives ErrClosed.
 func (l *Log) acquire(offset uint64) (*segment.Segment, error) {
-	if l.closed.Load() {
-		return nil, ErrClosed
+	for {
+		if l.closed.Load() {
+			return nil, ErrClosed
+		}
+		next := l.next.Load()
+		segs := *l.segs.Load()
+		if offset >= next || len(segs) == 0 || offset < segs[0].Base() {
+			return nil, l.notFound(offset, segs, next)
+		}
+		s := floorSegment(segs, offset)
+		if s.Acquire() {
+			return s, nil
+		}
 	}
-	next := l.next.Load()
-	segs := *l.segs.Load()
-	if offset >= next || len(segs) == 0 || offset < segs[0].Base() {
-		return nil, notFound(offset, segs, next)
-	}
-	s := floorSegment(segs, offset)
-	if !s.Acquire() {
-		return nil, ErrClosed
-	}
-	return s, nil
 }
 
-func notFound(offset uint64, segs []*segment.Segment, next uint64) error {
+// ErrTrimmed is returned (wrapped, with the range) for an offset that the
+// log held once but has dropped from its front: by DropBefore, retention
+// or a queue's head. It matches ErrNotFound.
+var ErrTrimmed error = trimmedError{}
+
+type trimmedError struct{}
+
+func (trimmedError) Error() string { return "pagelog: offset dropped from the front of the log" }
+func (trimmedError) Unwrap() error { return ErrNotFound }
+
+func (l *Log) notFound(offset uint64, segs []*segment.Segment, next uint64) error {
 	first := next
 	if len(segs) > 0 {
 		first = segs[0].Base()
+	}
+	if offset < first && offset >= l.meta.FirstOffset {
+		return fmt.Errorf("%w: offset %d (the log holds [%d, %d))", ErrTrimmed, offset, first, next)
 	}
 	return fmt.Errorf("%w: offset %d (the log holds [%d, %d))", ErrNotFound, offset, first, next)
 }
@@ -95,21 +134,39 @@ func floorSegment(segs []*segment.Segment, offset uint64) *segment.Segment {
 
 // Records iterates over the records from offset from to the end of the log
 // (records appended while iterating are included). Each yielded Record is
-// valid until the loop body returns; use Read to keep one longer. A damaged
-// record is yielded as an error wrapping ErrCorrupt and the iteration goes
-// on with the next record; a caller that wants to stop there breaks.
+// valid until the loop body returns; use Read to keep one longer.
+//
+// A damaged record is yielded as an error wrapping ErrCorrupt and the
+// iteration goes on with the next record; a caller that wants to stop there
+// breaks. Offsets the log has dropped from its front (from below First, or
+// dropped while iterating) are yielded once as an error wrapping ErrTrimmed
+// that says how many were lost, and the iteration goes on at the first
+// record still there. When Truncate cuts the log at or below the iteration,
+// an error wrapping ErrNotFound says so and the iteration ends.
 func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
-		if from < l.First() {
-			from = l.First()
-		}
+		cuts := l.cuts.Load()
 		for from < l.next.Load() {
+			if first := l.First(); from < first {
+				if lost := max(from, l.meta.FirstOffset); lost < first {
+					err := fmt.Errorf("%w: offsets [%d, %d) dropped before they were read: %d records lost",
+						ErrTrimmed, lost, first, first-lost)
+					if !yield(Record{Offset: lost}, err) {
+						return
+					}
+				}
+				from = first
+				continue
+			}
 			s, err := l.acquire(from)
+			if errors.Is(err, ErrNotFound) {
+				continue // dropped or cut meanwhile: the loop looks again
+			}
 			if err != nil {
-				yield(Record{}, err)
+				yield(Record{Offset: from}, err)
 				return
 			}
-			next, more := scanSegment(s, from, yield)
+			next, more := l.scanSegment(s, from, cuts, yield)
 			s.Release()
 			if !more {
 				return
@@ -120,11 +177,21 @@ func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
 }
 
 // scanSegment yields the segment's records from offset on. It returns the
-// first offset it did not yield, and false when the caller stopped.
-func scanSegment(s *segment.Segment, from uint64, yield func(Record, error) bool) (uint64, bool) {
+// first offset it did not yield, and false when the iteration must end.
+func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, yield func(Record, error) bool) (uint64, bool) {
 	sc := s.Scan(from)
+	mf, mt := s.Missing()
 	for off := from; ; off++ {
+		if off >= mf && off < mt {
+			// A range no segment holds: reported once, not per offset.
+			_, _, err := s.Read(off)
+			return mt, yield(Record{Offset: off}, fmt.Errorf("%w (offsets [%d, %d))", err, off, mt))
+		}
 		v, _, err := sc.Next()
+		if c := l.cuts.Load(); c.epoch != cuts.epoch && off >= c.lowestSince(cuts.epoch) {
+			yield(Record{Offset: off}, fmt.Errorf("%w: offset %d and those after it were cut by Truncate while iterating", ErrNotFound, off))
+			return off, false
+		}
 		if errors.Is(err, segment.ErrNotFound) {
 			return off, true
 		}
@@ -140,6 +207,39 @@ func scanSegment(s *segment.Segment, from uint64, yield func(Record, error) bool
 	}
 }
 
+// cutHistory is what Truncate has cut, for iterators that must not yield
+// a cut record: an epoch that grows with every cut, and the offsets of the
+// recent cuts. A Log publishes an immutable one through an atomic pointer.
+type cutHistory struct {
+	epoch uint64
+	cuts  []cut // the newest last; at most maxCutHistory
+}
+
+type cut struct{ epoch, offset uint64 }
+
+const maxCutHistory = 64
+
+// with returns the history with a cut at offset added.
+func (h *cutHistory) with(offset uint64) *cutHistory {
+	cuts := append(h.cuts[max(0, len(h.cuts)-maxCutHistory+1):len(h.cuts):len(h.cuts)], cut{h.epoch + 1, offset})
+	return &cutHistory{epoch: h.epoch + 1, cuts: cuts}
+}
+
+// lowestSince returns the lowest offset cut after epoch (0 when the history
+// does not reach back that far).
+func (h *cutHistory) lowestSince(epoch uint64) uint64 {
+	low := uint64(maxOffset)
+	if len(h.cuts) == 0 || h.cuts[0].epoch > epoch+1 {
+		return 0
+	}
+	for _, c := range h.cuts {
+		if c.epoch > epoch {
+			low = min(low, c.offset)
+		}
+	}
+	return low
+}
+
 // OffsetForTime returns the first offset that may have been appended at or
 // after t, from the time index. The time index is sparse (one entry per
 // IndexIntervalBytes), so the answer errs early, never late: no record
@@ -147,7 +247,7 @@ func scanSegment(s *segment.Segment, from uint64, yield func(Record, error) bool
 // index interval of records, two across a segment boundary (a segment's first
 // record never has an entry); segments smaller than one interval have no
 // entries at all. A time after the newest entry gives the offset after that
-// entry's record.
+// entry's record. It may run beside appends, DropBefore and Close.
 func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	if l.closed.Load() {
 		return 0, ErrClosed
@@ -156,17 +256,20 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	segs := *l.segs.Load()
 	answer := l.First()
 	for _, s := range segs {
-		x := s.TimeIndex()
-		n := x.N
-		if n == 0 {
-			continue
+		if !s.Acquire() {
+			if l.closed.Load() {
+				return 0, ErrClosed
+			}
+			continue // dropped meanwhile: its records lie below First now
 		}
-		i := x.Times.FirstAtOrAfter(n, ms)
+		x := s.TimeIndex()
+		i := x.Times.FirstAtOrAfter(x.N, ms)
 		if i > 0 {
 			_, rel := x.Times.Entry(i - 1)
 			answer = s.Base() + uint64(rel) + 1
 		}
-		if i < n {
+		s.Release()
+		if x.N > 0 && i < x.N {
 			return answer, nil
 		}
 	}

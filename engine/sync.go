@@ -80,7 +80,8 @@ func (st *syncState) waitIdle() {
 }
 
 // waitFor blocks until every offset below target is durable. A nil ctx
-// never expires.
+// never expires. Once Close has released the segments, what is not durable
+// gets ErrClosed: no sync can cover it any more.
 func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
 	for {
 		if st.durable.Load() >= target {
@@ -105,7 +106,9 @@ func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
 			// at the cost of one scheduler pass, and a lone appender
 			// loses nothing.
 			runtime.Gosched()
-			st.run(l)
+			if err := st.run(l); err != nil {
+				return err
+			}
 			continue
 		}
 		ch := st.done
@@ -124,8 +127,9 @@ func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
 
 // run performs one sync as the leader: it notes how far the log is written,
 // syncs the active segment (sealed ones were synced when sealed), and
-// releases every waiter below that point.
-func (st *syncState) run(l *Log) {
+// releases every waiter below that point. It returns ErrClosed, and moves
+// nothing, when the log's segments are already closed: nothing was synced.
+func (st *syncState) run(l *Log) error {
 	l.mu.Lock()
 	target := l.next.Load()
 	s := l.active
@@ -156,15 +160,20 @@ func (st *syncState) run(l *Log) {
 	if dirDirty && err == nil {
 		err = syncDir(l.dir)
 	}
+	var closed error
 	if ok {
 		if err == nil {
 			err = s.Sync()
 		}
 		s.Release()
+	} else {
+		closed = ErrClosed
 	}
 	st.syncs.Add(1)
 	st.mu.Lock()
-	if err != nil {
+	if closed != nil {
+		// Not a failed sync: the log was closed under the leader.
+	} else if err != nil {
 		if st.err == nil {
 			st.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
 		}
@@ -175,6 +184,7 @@ func (st *syncState) run(l *Log) {
 	st.running = false
 	close(st.done)
 	st.mu.Unlock()
+	return closed
 }
 
 // syncNow syncs everything written so far and waits for it.

@@ -34,6 +34,8 @@ func (l *Log) Truncate(offset uint64) error {
 	if offset > next || offset < segs[0].Base() {
 		return fmt.Errorf("%w: truncate at %d outside the log [%d, %d]", ErrNotFound, offset, segs[0].Base(), next)
 	}
+	// Iterators stop before yielding a record at or past the cut.
+	l.cuts.Store(l.cuts.Load().with(offset))
 	for _, name := range []string{cleanName, recoveryName} {
 		_ = os.Remove(filepath.Join(l.dir, name))
 	}

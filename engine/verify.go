@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/pagelog/pagelog/internal/segment"
@@ -12,20 +13,30 @@ import (
 type RecordInfo struct {
 	Offset   uint64
 	Segment  string // file name of the segment
-	Position int64  // byte position in the segment
-	Size     int64  // whole record bytes, as its length field says
-	Checksum uint32 // as stored
+	Position int64  // byte position in the segment; -1 when the record was not found
+	Size     int64  // whole record bytes, as its length field says; -1 when unknown
+	Checksum uint32 // as stored (0 when unknown)
 	OK       bool   // checksum and id verified
 	Err      error  // why not OK
+
+	// Missing, when not 0, makes this info stand for a range: the Missing
+	// offsets from Offset on, which no segment file holds (the segment
+	// named ends before them, and the next one starts after them).
+	Missing uint64
 }
 
 // Inspect iterates over the records from offset from, good or damaged, with
-// their place on disk. Damaged records are reported and skipped over.
+// their place on disk. Damaged records are reported and skipped over; a
+// range of offsets no segment holds is reported once, as one RecordInfo
+// with Missing set.
 func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 	return func(yield func(RecordInfo) bool) {
-		from = max(from, l.First())
 		for from < l.next.Load() {
+			from = max(from, l.First())
 			s, err := l.acquire(from)
+			if errors.Is(err, ErrNotFound) {
+				continue // dropped meanwhile
+			}
 			if err != nil {
 				return
 			}
@@ -41,8 +52,14 @@ func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 
 func inspectSegment(s *segment.Segment, from uint64, yield func(RecordInfo) bool) (uint64, bool) {
 	name := segment.Name(s.Base(), segment.LogSuffix)
+	mf, mt := s.Missing()
 	sc := s.Scan(from)
 	for off := from; ; off++ {
+		if off >= mf && off < mt {
+			_, _, err := s.Read(off)
+			ri := RecordInfo{Offset: off, Segment: name, Position: -1, Size: -1, Err: err, Missing: mt - off}
+			return mt, yield(ri)
+		}
 		v, pos, err := sc.Next()
 		if errors.Is(err, segment.ErrNotFound) {
 			return off, true
@@ -61,39 +78,61 @@ type VerifyReport struct {
 	Segments      int
 	Records       uint64      // records that verified
 	Bytes         int64       // bytes of the segments checked
-	Damaged       uint64      // records that did not verify
-	FirstDamage   *RecordInfo // the first of them, nil when none
-	IndexProblems []string    // disagreements between indexes and the log
+	Damaged       uint64      // records that did not verify (missing ones not included)
+	FirstDamage   *RecordInfo // the first damaged or missing record, nil when none
+	Missing       uint64      // offsets no segment file holds
+	Problems      []string    // what is wrong beyond single records: missing ranges, misnamed segments, leftover files
+	IndexProblems []string    // disagreements between indexes and the log, bytes that are not records
 	Recovery      Recovery    // what Open found
 }
 
 // Healthy reports whether Verify found nothing wrong.
-func (r VerifyReport) Healthy() bool { return r.Damaged == 0 && len(r.IndexProblems) == 0 }
+func (r VerifyReport) Healthy() bool {
+	return r.Damaged == 0 && r.Missing == 0 && len(r.Problems) == 0 && len(r.IndexProblems) == 0
+}
 
 // Verify checks every record (checksum and id, so id continuity too) and
-// both indexes of every segment against the records. progress, when not
-// nil, is called after each segment with the bytes checked so far and in
-// all.
+// both indexes of every segment against the records, and reports ranges of
+// offsets that no segment holds and files that do not belong. progress,
+// when not nil, is called after each segment with the bytes checked so far
+// and in all.
 func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 	if l.closed.Load() {
 		return VerifyReport{}, ErrClosed
 	}
 	segs := *l.segs.Load()
 	rep := VerifyReport{Segments: len(segs), Recovery: l.recovery}
+	for _, name := range l.recovery.Leftovers {
+		rep.Problems = append(rep.Problems, name+": an index file without its segment (a writable open removes it)")
+	}
 	var total int64
 	for _, s := range segs {
 		total += s.End()
 	}
 	for _, s := range segs {
 		if !s.Acquire() {
-			return rep, ErrClosed
+			if l.closed.Load() {
+				return rep, ErrClosed
+			}
+			continue // dropped meanwhile
+		}
+		if why := s.Misnamed(); why != "" {
+			rep.Problems = append(rep.Problems, why)
 		}
 		inspectSegment(s, s.Base(), func(ri RecordInfo) bool {
-			if ri.OK {
+			switch {
+			case ri.OK:
 				rep.Records++
 				return true
+			case ri.Missing > 0:
+				rep.Missing += ri.Missing
+				if s.Misnamed() == "" {
+					rep.Problems = append(rep.Problems, fmt.Sprintf("offsets [%d, %d) missing: segment %s ends at offset %d and the next segment starts at %d (a segment file removed?)",
+						ri.Offset, ri.Offset+ri.Missing, ri.Segment, ri.Offset, ri.Offset+ri.Missing))
+				}
+			default:
+				rep.Damaged++
 			}
-			rep.Damaged++
 			if rep.FirstDamage == nil {
 				first := ri
 				rep.FirstDamage = &first

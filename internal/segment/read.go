@@ -149,6 +149,9 @@ func (s *Segment) missing(offset uint64) error {
 // that its file does not hold (from == to when none), checking the index
 // first if needed.
 func (s *Segment) Missing() (from, to uint64) {
+	if !s.activeView && !s.sealed.Load() {
+		return noNext, noNext // the active segment holds all it published
+	}
 	s.lookupIndex()
 	return min(s.recEnd.Load(), s.next.Load()), s.next.Load()
 }

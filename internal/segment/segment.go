@@ -171,8 +171,8 @@ func (s *Segment) Next() uint64 { return s.next.Load() }
 // (checking its index first if needed): below Next when the records end
 // before the next segment begins.
 func (s *Segment) Holds() uint64 {
-	s.lookupIndex()
-	return s.recEnd.Load()
+	from, _ := s.Missing()
+	return min(from, s.next.Load())
 }
 
 // End returns the byte size of the segment's published records.
