@@ -1,8 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +16,11 @@ import (
 // must lie in [First, Next]; Next is a no-op. It is durable when it returns.
 //
 // Crash safety: newer segments are removed newest first, then the segment
-// holding offset has its tail zeroed in place (never shrunk, so a reader
-// still holding a record of the cut tail reads zeros rather than faulting)
-// and synced. A crash part way leaves the log as it was minus some of its
-// newest records, never with a gap.
+// holding offset is replaced by a copy of its bytes below the cut (written,
+// synced, renamed over it). A crash part way leaves the log as it was minus
+// some of its newest records, never with a gap. The file is replaced, never
+// shrunk in place: a reader still holding a record of the cut tail, in this
+// process or another, keeps reading the bytes it was given.
 func (l *Log) Truncate(offset uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -105,12 +106,12 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 		l.active = nil
 	}
 	_ = s.Close()
-	if err := zeroFileTail(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos); err != nil {
-		l.sync.fail(err)
-		return err
-	}
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
 		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
+	}
+	if err := copyPrefix(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos, l.opts.FileMode); err != nil {
+		l.sync.fail(err)
+		return err
 	}
 	ns, _, err := segment.OpenActive(l.cfg, base, segment.Hint{})
 	if err != nil {
@@ -131,22 +132,33 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	return syncDir(l.dir)
 }
 
-// zeroFileTail makes the bytes of path from pos on read as zeros, keeping
-// the file's size, and syncs it.
-func zeroFileTail(path string, pos int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// copyPrefix replaces the file at path with a copy of its first pos bytes:
+// a temporary file, synced, renamed over it. The old file's inode, and so
+// every mapping of it, keeps its bytes.
+func copyPrefix(path string, pos int64, mode os.FileMode) error {
+	src, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("pagelog: truncate: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	defer src.Close()
+	tmp := path + ".tmp"
+	dst, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
 	if err != nil {
 		return fmt.Errorf("pagelog: truncate: %w", err)
 	}
-	if st.Size() > pos {
-		if err := mmapfile.ZeroRange(f, pos, st.Size()-pos); err != nil {
-			return err
-		}
+	_, err = io.CopyN(dst, src, pos) // copy_file_range where the system has it
+	if err == nil {
+		err = mmapfile.Datasync(dst)
 	}
-	return errors.Join(mmapfile.Datasync(f))
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("pagelog: truncate %s at %d: %w", filepath.Base(path), pos, err)
+	}
+	return nil
 }
