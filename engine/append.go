@@ -49,6 +49,9 @@ func (l *Log) appendLocked(size int, attrs *Attrs, body []byte) (uint64, error) 
 		return 0, err
 	}
 	s := l.active
+	if s.Next() >= maxOffset {
+		return 0, fmt.Errorf("%w: the next offset would be %d", ErrFull, s.Next())
+	}
 	if !s.Room(size) {
 		var err error
 		if s, err = l.roll(); err != nil {

@@ -64,12 +64,24 @@ func parseDumpJSON(t *testing.T, out string) []info {
 		if len(keys) != 6 {
 			t.Fatalf("dump --json line %q: want exactly 6 keys", line)
 		}
-		var in info
+		var raw struct {
+			info
+			Checksum string `json:"checksum"`
+		}
 		dec := json.NewDecoder(strings.NewReader(line))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
+		if err := dec.Decode(&raw); err != nil {
 			t.Fatalf("dump --json line %q: %v", line, err)
 		}
+		in := raw.info
+		if !strings.HasPrefix(raw.Checksum, "0x") || len(raw.Checksum) != 10 {
+			t.Fatalf("checksum %q in %q: want 0x and 8 hex digits, as the text form", raw.Checksum, line)
+		}
+		c, err := strconv.ParseUint(raw.Checksum[2:], 16, 32)
+		if err != nil {
+			t.Fatalf("checksum %q in %q: %v", raw.Checksum, line, err)
+		}
+		in.Checksum = uint32(c)
 		if string(keys["ok"]) != "true" && string(keys["ok"]) != "false" {
 			t.Fatalf("ok is not a boolean in %q", line)
 		}
@@ -176,7 +188,7 @@ func TestDumpTestVector(t *testing.T) {
 	if r := mustRun(t, "", "dump", "--dir", dir); r.stdout != want {
 		t.Fatalf("dump: got %q, want %q", r.stdout, want)
 	}
-	want = `{"offset":1268410,"segment":"00000000000001268410.log","position":0,"size":53,"checksum":1141240947,"ok":true}` + "\n"
+	want = `{"offset":1268410,"segment":"00000000000001268410.log","position":0,"size":53,"checksum":"0x4405f473","ok":true}` + "\n"
 	if r := mustRun(t, "", "dump", "--dir", dir, "--json"); r.stdout != want {
 		t.Fatalf("dump --json: got %q, want %q", r.stdout, want)
 	}

@@ -169,8 +169,11 @@ func requireDir(fs *flag.FlagSet, dir string) int {
 }
 
 // fail prints err as one line prefixed with the command's name; it returns 1.
+// The engine's own "pagelog: " prefix is dropped, so that the line does not
+// stutter.
 func fail(stderr io.Writer, cmd string, err error) int {
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	msg = strings.TrimPrefix(msg, "pagelog: ")
 	fmt.Fprintf(stderr, "pagelog %s: %s\n", cmd, msg)
 	return 1
 }

@@ -29,12 +29,18 @@ func runRecover(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, "recover", err)
 	}
 	w := bufio.NewWriter(stdout)
+	for _, r := range rep.Renamed {
+		fmt.Fprintf(w, "renamed: %s\n", r)
+	}
 	writeRecovery(w, rep.Open)
 	for _, s := range rep.IndexesRewritten {
 		fmt.Fprintf(w, "index rewritten: %s\n", s)
 	}
-	if d := rep.Damage; d != nil {
-		fmt.Fprintf(w, "damaged: offset %d in segment %s at position %d: %s\n", d.Offset, d.Segment, d.Position, damageReason(d))
+	if d := rep.Damage; d != nil && d.Missing == 0 {
+		fmt.Fprintf(w, "damaged: offset %d in segment %s%s: %s\n", d.Offset, d.Segment, atPosition(d.Position), damageReason(d))
+	}
+	for _, p := range rep.After.Problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
 	}
 	if rep.TruncatedAt != nil {
 		fmt.Fprintf(w, "truncated at damage: offset %d and everything after it removed\n", *rep.TruncatedAt)

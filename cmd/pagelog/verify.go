@@ -63,8 +63,11 @@ func writeVerifyReport(w io.Writer, rep engine.VerifyReport, first, next uint64,
 	fmt.Fprintf(w, "bytes: %d (%s)\n", rep.Bytes, formatBytes(rep.Bytes))
 	writeRecovery(w, rep.Recovery)
 	fmt.Fprintf(w, "verify took: %s\n", took.Round(time.Microsecond))
-	if d := rep.FirstDamage; d != nil {
-		fmt.Fprintf(w, "damaged: offset %d in segment %s at position %d: %s\n", d.Offset, d.Segment, d.Position, damageReason(d))
+	if d := rep.FirstDamage; d != nil && d.Missing == 0 {
+		fmt.Fprintf(w, "damaged: offset %d in segment %s%s: %s\n", d.Offset, d.Segment, atPosition(d.Position), damageReason(d))
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(w, "problem: %s\n", p)
 	}
 	for _, p := range rep.IndexProblems {
 		fmt.Fprintf(w, "index problem: %s\n", p)
@@ -72,7 +75,8 @@ func writeVerifyReport(w io.Writer, rep engine.VerifyReport, first, next uint64,
 	if rep.Healthy() {
 		fmt.Fprintln(w, "healthy")
 	} else {
-		fmt.Fprintf(w, "NOT healthy: %d damaged records, %d index problems\n", rep.Damaged, len(rep.IndexProblems))
+		fmt.Fprintf(w, "NOT healthy: %d damaged records, %d missing, %d problems, %d index problems\n",
+			rep.Damaged, rep.Missing, len(rep.Problems), len(rep.IndexProblems))
 	}
 }
 
@@ -95,7 +99,11 @@ func writeSegmentRecovery(w io.Writer, what string, s engine.SegmentRecovery) {
 	}
 	fmt.Fprintf(w, "%s %s: walked %d records (%d bytes), end at %d, next offset %d\n",
 		what, s.Segment, s.Records, s.Walked, s.End, s.Next)
-	if s.Cut {
+	switch {
+	case s.Cut && s.View:
+		fmt.Fprintf(w, "%s %s: the bytes after position %d are not a whole record (%s): a record still being appended, or a torn tail that the next writable open cuts; not damage\n",
+			what, s.Segment, s.End, s.CutReason)
+	case s.Cut:
 		fmt.Fprintf(w, "%s %s: torn tail after position %d: %s (%d bytes zeroed)\n",
 			what, s.Segment, s.End, s.CutReason, s.ZeroedBytes)
 	}
@@ -109,8 +117,8 @@ func writeSegmentRecovery(w io.Writer, what string, s engine.SegmentRecovery) {
 		fmt.Fprintf(w, "%s %s: clean close marker not trusted: %s\n", what, s.Segment, s.CleanMismatch)
 	}
 	for _, d := range s.Damaged {
-		fmt.Fprintf(w, "%s %s: damage below the recovery point %d, kept and reported: offset %d at position %d: %s\n",
-			what, s.Segment, s.RecoveryPoint, d.Offset, d.Position, d.Reason)
+		fmt.Fprintf(w, "%s %s: damage kept and reported (never cut without --truncate-at-damage): offset %d at position %d: %s\n",
+			what, s.Segment, d.Offset, d.Position, d.Reason)
 	}
 }
 
@@ -123,7 +131,7 @@ func damageReason(d *engine.RecordInfo) string {
 		return "does not verify"
 	}
 	msg := d.Err.Error()
-	msg = strings.TrimPrefix(msg, fmt.Sprintf("%v: offset %d in segment %s at position %d: ",
-		engine.ErrCorrupt, d.Offset, d.Segment, d.Position))
+	msg = strings.TrimPrefix(msg, fmt.Sprintf("%v: offset %d in segment %s%s: ",
+		engine.ErrCorrupt, d.Offset, d.Segment, atPosition(d.Position)))
 	return strings.TrimPrefix(msg, engine.ErrCorrupt.Error()+": ")
 }
