@@ -224,8 +224,13 @@ func listDir(dir string) (dirList, error) {
 		}
 		// Index files are created after their .log and removed before
 		// it: one without its .log is a leftover, unless the .log was
-		// created while the directory was being read.
-		if _, err := os.Stat(filepath.Join(dir, segment.Name(base, segment.LogSuffix))); errors.Is(err, fs.ErrNotExist) {
+		// created while the directory was being read (it is there now),
+		// or the segment was being removed (the index file is gone now:
+		// the .log goes last).
+		if _, err := os.Stat(filepath.Join(dir, segment.Name(base, segment.LogSuffix))); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
 			list.leftovers = append(list.leftovers, name)
 		}
 	}

@@ -198,6 +198,12 @@ func (l *Log) follow(segs []*segment.Segment) ([]*segment.Segment, error) {
 		if err != nil || !grew {
 			return segs, err
 		}
+		if rep, ok := l.views[last]; ok {
+			// The tail the open stopped at was a record being appended.
+			rep.Cut, rep.CutReason = false, ""
+			rep.End, rep.Next = last.End(), last.Next()
+			l.views[last] = rep
+		}
 	}
 	return segs, nil
 }

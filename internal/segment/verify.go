@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/sparseidx"
@@ -63,6 +64,11 @@ func (s *Segment) VerifyIndex() []string {
 	offs, offErr := os.ReadFile(s.path(IndexSuffix))
 	tims, timErr := os.ReadFile(s.path(TimeIndexSuffix))
 	want := s.ruleEntries(recs, spans)
+	if (offErr != nil || timErr != nil) && s.gone() {
+		// Dropped since the log was opened (a writer removes the index
+		// files first, then the .log): it left the log, nothing is wrong.
+		return problems
+	}
 	if offErr != nil || timErr != nil {
 		for _, e := range []struct {
 			err    error
@@ -75,6 +81,25 @@ func (s *Segment) VerifyIndex() []string {
 		return problems
 	}
 	return append(problems, s.checkEntries(recs, spans, offs, tims, sealed, len(want))...)
+}
+
+// gone reports whether the segment's .log file was removed since the
+// segment was opened, or is being removed: it is checked twice, a moment
+// apart, since a writer unlinks the index files before the .log.
+func (s *Segment) gone() bool {
+	for i := range 2 {
+		st, err := os.Stat(s.path(LogSuffix))
+		if errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		if err == nil && s.fileID != [2]uint64{} && !s.sameFile(st) {
+			return true // replaced (a cut by Truncate)
+		}
+		if i == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return false
 }
 
 // recPlace is one good record's place in a segment.
