@@ -71,9 +71,9 @@ func TestConcurrentReadersOneWriter(t *testing.T) {
 	var wg sync.WaitGroup
 	check := func(off uint64, body []byte) bool { return bytes.Equal(body, testBody(off, mixedSize(off))) }
 	for i := range 4 {
-		wg.Go(func() { reader(t, l, uint64(i), done, 500, check) })
+		spawn(&wg, func() { reader(t, l, uint64(i), done, 500, check) })
 	}
-	wg.Go(func() {
+	spawn(&wg, func() {
 		defer close(done)
 		for range total {
 			want := l.Next()
@@ -116,13 +116,13 @@ func TestConcurrentReadersTwoWriters(t *testing.T) {
 	done := make(chan struct{})
 	var readers, writers sync.WaitGroup
 	for i := range 4 {
-		readers.Go(func() {
+		spawn(&readers, func() {
 			reader(t, l, uint64(i), done, 500, func(_ uint64, body []byte) bool { return checkTagged(body) })
 		})
 	}
 	offsets := make([][]uint64, 2)
 	for w := range 2 {
-		writers.Go(func() {
+		spawn(&writers, func() {
 			for seq := range uint64(perWriter) {
 				off, err := l.Append(taggedBody(byte(w), seq))
 				if err != nil {
@@ -169,9 +169,9 @@ func TestReadOnlyBesideWriter(t *testing.T) {
 	var wg sync.WaitGroup
 	check := func(off uint64, body []byte) bool { return bytes.Equal(body, testBody(off, mixedSize(off))) }
 	for i := range 2 {
-		wg.Go(func() { reader(t, ro, uint64(i+10), done, 300, check) })
+		spawn(&wg, func() { reader(t, ro, uint64(i+10), done, 300, check) })
 	}
-	wg.Go(func() {
+	spawn(&wg, func() {
 		defer close(done)
 		for range 1500 {
 			want := w.Next()
@@ -199,7 +199,7 @@ func TestSyncAlwaysGroupCommit(t *testing.T) {
 	const appenders, each = 4, 40
 	var wg sync.WaitGroup
 	for i := range appenders {
-		wg.Go(func() {
+		spawn(&wg, func() {
 			for seq := range uint64(each) {
 				off, err := l.Append(taggedBody(byte(i), seq))
 				if err != nil {
@@ -347,4 +347,13 @@ func TestLocking(t *testing.T) {
 	w2 := mustOpen(t, dir, Options{})
 	checkAll(t, w2, 0, append(sizes, more...))
 	checkAll(t, r, 0, sizes)
+}
+
+// spawn runs f on a new goroutine counted by wg.
+func spawn(wg *sync.WaitGroup, f func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f()
+	}()
 }

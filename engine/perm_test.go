@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -30,7 +31,7 @@ func TestFileModes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			m, err := q.Receive(t.Context())
+			m, err := q.Receive(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,7 +16,7 @@ func TestConcurrentReaders(t *testing.T) {
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Go(func() {
+		spawn(&wg, func() {
 			for {
 				k := int(n.Load())
 				if k > 0 {
@@ -47,4 +47,13 @@ func TestConcurrentReaders(t *testing.T) {
 		n.Store(int64(i + 1))
 	}
 	wg.Wait()
+}
+
+// spawn runs f on a new goroutine counted by wg.
+func spawn(wg *sync.WaitGroup, f func()) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f()
+	}()
 }

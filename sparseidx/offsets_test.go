@@ -239,7 +239,8 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			b.ReportAllocs()
 			sum := 0
-			for i := 0; b.Loop(); i++ {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				j, _, _, _ := x.Floor(n, ts[i%len(ts)])
 				sum += j
 			}

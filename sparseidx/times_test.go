@@ -203,7 +203,8 @@ func BenchmarkFirstAtOrAfter(b *testing.B) {
 			}
 			b.ReportAllocs()
 			sum := 0
-			for i := 0; b.Loop(); i++ {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				sum += x.FirstAtOrAfter(n, ts[i%len(ts)])
 			}
 			sink = sum

@@ -193,7 +193,8 @@ func BenchmarkSearch(b *testing.B) {
 				b.ReportAllocs()
 				b.ResetTimer()
 				k := 0
-				for i := 0; b.Loop(); i++ {
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
 					x = xs[i%len(xs)]
 					k += Search(n, WarmEntries(8), f)
 				}

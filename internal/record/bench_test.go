@@ -23,7 +23,8 @@ func BenchmarkEncode(b *testing.B) {
 			dst := make([]byte, Size(n, nil))
 			b.SetBytes(int64(len(dst)))
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
 				if _, err := Encode(dst, uint64(i), nil, body); err != nil {
 					b.Fatal(err)
 				}
@@ -39,7 +40,8 @@ func BenchmarkDecode(b *testing.B) {
 			max := MaxLength(n)
 			b.SetBytes(int64(len(rec)))
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := Decode(rec, max); err != nil {
 					b.Fatal(err)
 				}
@@ -57,7 +59,8 @@ func BenchmarkDecodeAttrs(b *testing.B) {
 	rec := Append(nil, 1, a, make([]byte, 64))
 	b.SetBytes(int64(len(rec)))
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := Decode(rec, 0); err != nil {
 			b.Fatal(err)
 		}
