@@ -85,7 +85,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, readOnly: opts.ReadOnly, lockFile: lock, stop: make(chan struct{})}
 	l.cuts.Store(&cutHistory{})
-	m, trusted, err := l.settings(list.bases)
+	m, stored, trusted, err := l.settings(list.bases)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		l.recovery.Leftovers = list.leftovers
 		err = l.openView()
 	} else {
-		err = l.openWritable(list, trusted)
+		err = l.openWritable(list, trusted, stored.IndexIntervalBytes != m.IndexIntervalBytes)
 	}
 	if err != nil {
 		l.closeSegments()
@@ -134,7 +134,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 // Options applied. When log.meta is missing or damaged (trusted false) they
 // are the defaults, with the first offset of the oldest segment; a
 // damaged file is noted in the report, never a reason to fail.
-func (l *Log) settings(bases []uint64) (meta, bool, error) {
+func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err error) {
 	opts := l.opts
 	m, hasMeta, err := readMeta(l.dir)
 	var bad *badFileError
@@ -142,11 +142,11 @@ func (l *Log) settings(bases []uint64) (meta, bool, error) {
 	case errors.As(err, &bad):
 		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("%s ignored (%s): settings taken from the segments", metaName, bad.why))
 	case err != nil:
-		return meta{}, false, err
+		return m, m, false, err
 	case !hasMeta && len(bases) == 0 && l.readOnly:
-		return meta{}, false, fmt.Errorf("%w: %s", ErrNoLog, l.dir)
+		return m, m, false, fmt.Errorf("%w: %s", ErrNoLog, l.dir)
 	}
-	trusted := hasMeta && err == nil
+	trusted = hasMeta && err == nil
 	if !trusted {
 		m = defaultMeta()
 		m.FirstOffset = opts.FirstOffset
@@ -155,7 +155,7 @@ func (l *Log) settings(bases []uint64) (meta, bool, error) {
 		}
 	}
 	newLog := !trusted && len(bases) == 0
-	stored := m
+	stored = m
 	m = m.with(opts)
 	if newLog && opts.MaxRecordBytes > 0 {
 		// A new log stores the limit it is given, smaller ones included,
@@ -164,10 +164,10 @@ func (l *Log) settings(bases []uint64) (meta, bool, error) {
 	}
 	if !l.readOnly && trusted && m != stored || !l.readOnly && newLog {
 		if err := replaceFile(l.dir, metaName, m.encode(), opts.FileMode); err != nil {
-			return meta{}, false, err
+			return m, stored, false, err
 		}
 	}
-	return m, trusted || newLog, nil
+	return m, stored, trusted || newLog, nil
 }
 
 // with applies the non-zero settings of opts to the stored ones: they shape
@@ -241,7 +241,7 @@ func listDir(dir string) (dirList, error) {
 // openWritable opens every segment of a log opened for writing: sealed ones
 // read-only with their index checked lazily, the newest as the active one
 // with its end recovered. Leftover index files are removed.
-func (l *Log) openWritable(list dirList, trusted bool) error {
+func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	bases := list.bases
 	for _, name := range list.leftovers {
 		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
@@ -317,6 +317,16 @@ func (l *Log) openWritable(list dirList, trusted bool) error {
 	}
 	if len(segs) > 1 {
 		l.checkLastSealed(segs[len(segs)-2])
+	}
+	if newSpacing && s.Next() > s.Base() {
+		// New settings shape new segments only: a segment's index has one
+		// spacing throughout, the one it was written with.
+		if _, err := l.roll(); err != nil {
+			return err
+		}
+		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+			"IndexIntervalBytes changed to %d: segment %s sealed, new records go to a new segment",
+			l.meta.IndexIntervalBytes, segment.Name(s.Base(), segment.LogSuffix)))
 	}
 	if !trusted {
 		return l.storeSettings()

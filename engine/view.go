@@ -38,6 +38,11 @@ const viewAttempts = 20
 // listing (a writer rolling faster than the open can follow).
 const maxFollow = 10000
 
+// afterViewListing, when set (by tests), runs between a read-only open's
+// listings and its opening of the segments: where a writer's rolls and
+// drops race the open.
+var afterViewListing func()
+
 // errRelist asks openView to list the directory again.
 var errRelist = errors.New("pagelog: the log changed while it was being opened")
 
@@ -66,6 +71,9 @@ func (l *Log) tryView() error {
 		return err
 	}
 	bases := knownPrefix(first.bases, second.bases)
+	if afterViewListing != nil {
+		afterViewListing()
+	}
 	segs := make([]*segment.Segment, 0, len(bases)+2)
 	l.segs.Store(&segs)
 	if len(bases) == 0 {

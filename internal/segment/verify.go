@@ -188,9 +188,14 @@ func (s *Segment) checkEntries(recs []recPlace, spans []damageSpan, offs, tims [
 	var out []string
 	// How many entries each file holds: all of a sealed file; up to the
 	// first zero entry of an active one.
+	// Entries for records past the published end belong to records
+	// appended after this view was taken, and the two files may have been
+	// read a moment apart: only the entries below the end are compared.
+	limit := uint32(s.next.Load() - s.base)
 	no, nt := ox.Cap(), tx.Cap()
 	if !sealed {
-		no, nt = leadingEntries(offs, sparseidx.OffsetEntrySize), leadingEntries(tims, sparseidx.TimeEntrySize)
+		no = leadingEntries(offs, sparseidx.OffsetEntrySize, func(i int) uint32 { r, _ := ox.Entry(i); return r }, limit)
+		nt = leadingEntries(tims, sparseidx.TimeEntrySize, func(i int) uint32 { _, r := tx.Entry(i); return r }, limit)
 	}
 	if sealed && len(offs)%sparseidx.OffsetEntrySize != 0 {
 		out = append(out, fmt.Sprintf("%s: %d bytes, not a whole number of %d-byte entries", oname, len(offs), sparseidx.OffsetEntrySize))
@@ -204,18 +209,12 @@ func (s *Segment) checkEntries(recs []recPlace, spans []damageSpan, offs, tims [
 	if sealed && no == 0 && called > 0 {
 		return append(out, fmt.Sprintf("%s: no entries, the log calls for %d", oname, called))
 	}
-	// Entries for records past the published end belong to records
-	// appended after this view was taken.
-	limit := uint32(s.next.Load() - s.base)
 	var at []int // index into recs of each checked entry's record, -1 inside a damaged span
 	var prevRel, prevPos uint32
 	var prevMs int64
 	for i := range min(no, nt) {
 		rel, pos := ox.Entry(i)
 		ms, trel := tx.Entry(i)
-		if !sealed && rel >= limit {
-			break
-		}
 		switch {
 		case rel == 0 || pos == 0:
 			return append(out, fmt.Sprintf("%s: entry %d is (%d, %d): the first record never has an entry", oname, i, rel, pos))
@@ -245,11 +244,12 @@ func (s *Segment) checkEntries(recs []recPlace, spans []damageSpan, offs, tims [
 	return out
 }
 
-// leadingEntries counts the entries of b before the first all-zero one.
-func leadingEntries(b []byte, width int) int {
+// leadingEntries counts the entries of b before the first all-zero one or
+// the first whose relative offset (rel) is limit or more.
+func leadingEntries(b []byte, width int, rel func(int) uint32, limit uint32) int {
 	n := 0
 	for ; (n+1)*width <= len(b); n++ {
-		if allZero(b[n*width : (n+1)*width]) {
+		if allZero(b[n*width:(n+1)*width]) || rel(n) >= limit {
 			break
 		}
 	}
