@@ -271,7 +271,7 @@ func TestDoubleRelease(t *testing.T) {
 	r.Release()
 	c.Release()
 	sizes = append(sizes, appendN(t, l, 200, mixedSize)...) // across rolls
-	old, err := l.Read(2) // a sealed segment now
+	old, err := l.Read(2)                                   // a sealed segment now
 	if err != nil {
 		t.Fatal(err)
 	}
