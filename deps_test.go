@@ -18,16 +18,17 @@ var allowed = map[string]struct {
 	internal []string
 	sys      bool
 }{
-	"warmsearch":       {},
-	"internal/record":  {},
-	"inflight":         {},
-	"sparseidx":        {internal: []string{"warmsearch"}},
-	"mmapfile":         {sys: true},
-	"internal/segment": {internal: []string{"mmapfile", "internal/record", "sparseidx"}, sys: true},
-	"engine":           {internal: []string{"internal/segment", "internal/record", "inflight", "mmapfile", "sparseidx"}, sys: true},
-	"cmd/pagelog":      {internal: []string{"engine"}, sys: true},
-	"bench":            {internal: []string{"engine", "internal/record", "mmapfile"}, sys: true},
-	"fuzz":             {internal: []string{"engine", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
+	"warmsearch":         {},
+	"internal/record":    {},
+	"inflight":           {},
+	"sparseidx":          {internal: []string{"warmsearch"}},
+	"mmapfile":           {sys: true},
+	"internal/addrspace": {sys: true},
+	"internal/segment":   {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
+	"engine":             {internal: []string{"internal/segment", "internal/addrspace", "internal/record", "inflight", "mmapfile", "sparseidx"}, sys: true},
+	"cmd/pagelog":        {internal: []string{"engine"}, sys: true},
+	"bench":              {internal: []string{"engine", "internal/record", "mmapfile"}, sys: true},
+	"fuzz":               {internal: []string{"engine", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
 }
 
 type pkg struct {

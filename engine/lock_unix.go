@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,4 +36,12 @@ func lockDir(dir string, mode os.FileMode) (*os.File, error) {
 		return nil, fmt.Errorf("pagelog: lock %s: %w", dir, err)
 	}
 	return f, nil
+}
+
+// fileKey names a file by device and inode.
+func fileKey(st os.FileInfo) [2]uint64 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return [2]uint64{uint64(sys.Dev), uint64(sys.Ino)}
+	}
+	return [2]uint64{}
 }

@@ -108,7 +108,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		MaxRecord:     int(record.MaxLength(l.maxBody)) + 4,
 		ReadOnly:      opts.ReadOnly,
 		FileMode:      opts.FileMode,
-		Retire:        opts.retire,
+		Ranges:        opts.ranges,
 		SmallPages:    opts.Sync == SyncAlways,
 		WriteThrough:  opts.Sync == SyncAlways,
 		Allocate:      opts.allocate,

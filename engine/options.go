@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/addrspace"
 )
 
 // SyncPolicy says when Append reports success.
@@ -78,8 +80,8 @@ type Options struct {
 	FileMode os.FileMode
 	DirMode  os.FileMode
 
-	// retire keeps closed segments' addresses readable (set by queues).
-	retire bool
+	// ranges keeps closed segments' addresses readable (set by queues).
+	ranges *addrspace.Pool
 
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/pagelog/pagelog/inflight"
+	"github.com/pagelog/pagelog/internal/addrspace"
 )
 
 // A Queue is a durable work queue on a Log: Send appends a message, Receive
@@ -163,7 +165,14 @@ func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 		return nil, err
 	}
 	lo := opts.Log
-	lo.retire = true
+	dirMode := lo.DirMode
+	if dirMode == 0 {
+		dirMode = 0o700
+	}
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
+	}
+	lo.ranges = rangesFor(dir)
 	l, err := Open(dir, lo)
 	if err != nil {
 		return nil, err
@@ -184,6 +193,21 @@ func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 	}
 	q.scheduleCheckpoint()
 	return q, nil
+}
+
+// rangesFor returns the address-range pool of the queue in dir: the same
+// pool every time this queue is opened in this process, and no other
+// queue's, so that a stale message body never shows another queue's bytes
+// (see internal/addrspace).
+func rangesFor(dir string) *addrspace.Pool {
+	key, err := filepath.Abs(dir)
+	if err != nil {
+		key = dir
+	}
+	if st, err := os.Stat(dir); err == nil {
+		key += fmt.Sprintf("\x00%v", fileKey(st))
+	}
+	return addrspace.For(key)
 }
 
 // Dir returns the queue's directory.

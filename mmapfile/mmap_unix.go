@@ -5,7 +5,6 @@ package mmapfile
 import (
 	"fmt"
 	"os"
-	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +42,7 @@ func Unmap(b []byte) error {
 	}
 	err := unix.Munmap(b)
 	if err == unix.EINVAL {
-		// Not made by unix.Mmap (MapRetirable reuses ranges with MmapPtr).
+		// Not made by unix.Mmap (x/sys keeps a table of its mappings).
 		err = unix.MunmapPtr(unsafe.Pointer(&b[0]), uintptr(len(b)))
 	}
 	if err != nil {
@@ -108,76 +107,4 @@ func Advise(b []byte, off, n int, a Advice) error {
 		return fmt.Errorf("mmapfile: madvise: %w", err)
 	}
 	return nil
-}
-
-// Retire replaces a read-only mapping with anonymous, read-only zero pages
-// at the same addresses, and so lets go of the file without leaving the
-// addresses unmapped: a slice of b that a caller keeps by mistake reads
-// zeros (or, once the range is reused by MapRetirable, another segment's
-// bytes) instead of crashing the process, and writing into it still faults.
-// The range goes to a pool that MapRetirable reuses, so that a process that
-// retires mappings for ever holds no more address ranges than it had mapped
-// at its peak.
-func Retire(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	addr := unsafe.Pointer(&b[0])
-	if err := overlayZeros(addr, len(b)); err != nil {
-		return err
-	}
-	retired.Lock()
-	defer retired.Unlock()
-	if retired.free == nil {
-		retired.free = make(map[int][]unsafe.Pointer)
-	}
-	retired.free[len(b)] = append(retired.free[len(b)], addr)
-	return nil
-}
-
-// overlayZeros maps anonymous read-only zero pages over [addr, addr+n).
-func overlayZeros(addr unsafe.Pointer, n int) error {
-	_, err := unix.MmapPtr(-1, 0, addr, uintptr(n), unix.PROT_READ,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
-	if err != nil {
-		return fmt.Errorf("mmapfile: retire mapping: %w", err)
-	}
-	return nil
-}
-
-// retired holds the address ranges of retired mappings, by length.
-var retired struct {
-	sync.Mutex
-	free map[int][]unsafe.Pointer
-}
-
-// MapRetirable maps size bytes of f read-only, like Map, for a mapping that
-// will be given back with Retire (never Unmap'd while callers may hold
-// slices of it). It reuses a retired range of the same length when there is
-// one. Only such mappings may reuse retired ranges: a range that could later
-// be unmapped would turn a stale slice into a crash.
-func MapRetirable(f *os.File, size int) ([]byte, error) {
-	if size > 0 {
-		retired.Lock()
-		var addr unsafe.Pointer
-		if l := retired.free[size]; len(l) > 0 {
-			addr = l[len(l)-1]
-			retired.free[size] = l[:len(l)-1]
-		}
-		retired.Unlock()
-		if addr != nil {
-			p, err := unix.MmapPtr(int(f.Fd()), 0, addr, uintptr(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
-			if err == nil {
-				return unsafe.Slice((*byte)(p), size), nil
-			}
-			// A failed MAP_FIXED may have left a hole: put zeros back
-			// and keep the range retired.
-			if overlayZeros(addr, size) == nil {
-				retired.Lock()
-				retired.free[size] = append(retired.free[size], addr)
-				retired.Unlock()
-			}
-		}
-	}
-	return Map(f, size, false)
 }

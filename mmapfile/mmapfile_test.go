@@ -67,36 +67,6 @@ func TestMapWriteRead(t *testing.T) {
 	}
 }
 
-// TestRetire: a retired mapping reads zeros where the file was, and the
-// file itself is untouched.
-func TestRetire(t *testing.T) {
-	f := tempFile(t, 8192)
-	rw, err := Map(f, 8192, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(rw, "data")
-	Unmap(rw)
-	ro, err := Map(f, 8192, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := ro[:4]
-	if string(kept) != "data" {
-		t.Fatal("mapping does not show the file")
-	}
-	if err := Retire(ro); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(kept, make([]byte, 4)) {
-		t.Fatalf("retired mapping reads %q, want zeros", kept)
-	}
-	buf := make([]byte, 4)
-	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "data" {
-		t.Fatalf("file after retire: %q %v", buf, err)
-	}
-}
-
 func TestMapEmptyAndBad(t *testing.T) {
 	f := tempFile(t, 4096)
 	if b, err := Map(f, 0, false); err != nil || b == nil || len(b) != 0 {
@@ -106,54 +76,6 @@ func TestMapEmptyAndBad(t *testing.T) {
 		t.Fatal("Map(-1) succeeded")
 	}
 	if err := Unmap(nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestRetiredRangesAreReused: a retired range is handed to the next
-// MapRetirable of the same length, which then shows the new file there; a
-// stale slice of the old mapping reads the new bytes, never faults. The
-// number of address ranges held stays at its peak.
-func TestRetiredRangesAreReused(t *testing.T) {
-	const size = 64 << 10
-	first := tempFile(t, size)
-	if _, err := first.WriteAt([]byte("first"), 0); err != nil {
-		t.Fatal(err)
-	}
-	a, err := MapRetirable(first, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := a[:5]
-	if err := Retire(a); err != nil {
-		t.Fatal(err)
-	}
-	second := tempFile(t, size)
-	if _, err := second.WriteAt([]byte("again"), 0); err != nil {
-		t.Fatal(err)
-	}
-	b, err := MapRetirable(second, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if &b[0] != &a[0] {
-		t.Fatalf("retired range not reused: %p vs %p", &b[0], &a[0])
-	}
-	if string(b[:5]) != "again" || string(stale) != "again" {
-		t.Fatalf("reused range reads %q, stale slice %q", b[:5], stale)
-	}
-	if err := Retire(b); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(stale, make([]byte, 5)) {
-		t.Fatalf("stale slice after the second retire: %q", stale)
-	}
-	// A plain unmap of a reused range works too.
-	c, err := MapRetirable(second, size)
-	if err != nil || &c[0] != &a[0] {
-		t.Fatalf("third map: %v", err)
-	}
-	if err := Unmap(c); err != nil {
 		t.Fatal(err)
 	}
 }

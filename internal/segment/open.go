@@ -195,8 +195,8 @@ func (s *Segment) mapReadOnly() error {
 // mapReaders maps the .log file read-only for readers; a log whose
 // released mappings are retired (a queue's) reuses retired address ranges.
 func (s *Segment) mapReaders(f *os.File, size int) ([]byte, error) {
-	if s.cfg.Retire {
-		return mmapfile.MapRetirable(f, size)
+	if s.cfg.Ranges != nil {
+		return s.cfg.Ranges.Map(f, size)
 	}
 	return mmapfile.Map(f, size, false)
 }

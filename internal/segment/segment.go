@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/pagelog/pagelog/internal/addrspace"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
@@ -48,11 +49,12 @@ type Config struct {
 	// through the mapping pays a page fault for it; a pwrite pays none.
 	WriteThrough bool
 
-	// Retire keeps the addresses of a segment's read-only mapping reserved
-	// after the last reference is dropped (as zero pages), for callers
-	// whose contract says a stale slice may be read but must never crash
-	// the process (the queue's message bodies).
-	Retire bool
+	// Ranges, when set, holds the segment's read-only mapping: given back,
+	// it is overlaid with zero pages and its range reused by the same pool,
+	// never unmapped (see internal/addrspace). For callers whose contract
+	// says a stale slice may be read but must never crash the process (the
+	// queue's message bodies).
+	Ranges *addrspace.Pool
 
 	// Allocate reserves file space; nil means mmapfile.Allocate. Tests
 	// replace it to inject a full disk.
@@ -218,10 +220,9 @@ func (s *Segment) Close() error {
 
 // finish unmaps everything once no one holds a reference.
 func (s *Segment) finish() {
-	if s.cfg.Retire {
-		if mmapfile.Retire(s.ro) != nil {
-			_ = mmapfile.Unmap(s.ro)
-		}
+	if s.cfg.Ranges != nil {
+		// Never unmapped: a failed overlay leaves the file mapped.
+		_ = s.cfg.Ranges.Retire(s.ro)
 	} else {
 		_ = mmapfile.Unmap(s.ro)
 	}

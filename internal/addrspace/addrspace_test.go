@@ -1,0 +1,150 @@
+package addrspace
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func fileWith(t *testing.T, size int, text string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(text), 0); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRetireReadsZeros: a slice kept past Retire reads zeros, never
+// faults, and the file is unchanged.
+func TestRetireReadsZeros(t *testing.T) {
+	p := &Pool{used: map[uintptr]int{}}
+	f := fileWith(t, 8192, "data")
+	m, err := p.Map(f, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := m[:4]
+	if string(stale) != "data" {
+		t.Fatalf("mapping reads %q", stale)
+	}
+	if err := p.Retire(m); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(stale, make([]byte, 4)) {
+		t.Fatalf("retired range reads %q, want zeros", stale)
+	}
+	buf := make([]byte, 4)
+	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "data" {
+		t.Fatalf("file after retire: %q %v", buf, err)
+	}
+	if err := p.Retire(m); err == nil {
+		t.Fatal("a second Retire of the same range succeeded")
+	}
+}
+
+// TestRangesReusedWithinPool: freed ranges serve later mappings of other
+// sizes, coalesce, and keep the pool at its peak.
+func TestRangesReusedWithinPool(t *testing.T) {
+	p := &Pool{used: map[uintptr]int{}}
+	a, err := p.Map(fileWith(t, 64<<10, "first"), 64<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := a[:5]
+	if err := p.Retire(a); err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Map(fileWith(t, 16<<10, "again"), 16<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &b[0] != &a[0] || string(stale) != "again" {
+		t.Fatalf("freed range not reused first-fit: %p vs %p, stale reads %q", &b[0], &a[0], stale)
+	}
+	c, err := p.Map(fileWith(t, 40<<10, "third"), 40<<10) // fits the remaining 48 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Reserved(); got != 64<<10 {
+		t.Fatalf("pool holds %d bytes, its peak was %d", got, 64<<10)
+	}
+	if err := p.Retire(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Retire(c); err != nil {
+		t.Fatal(err)
+	}
+	d, err := p.Map(fileWith(t, 64<<10, "whole"), 64<<10) // the pieces coalesced
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &d[0] != &a[0] || p.Reserved() != 64<<10 {
+		t.Fatalf("freed pieces did not coalesce: %p vs %p, reserved %d", &d[0], &a[0], p.Reserved())
+	}
+	_ = p.Retire(d)
+}
+
+// TestPoolsAreSeparate: a range one pool freed is never given to another
+// pool's mapping: a stale slice never shows another pool's file.
+func TestPoolsAreSeparate(t *testing.T) {
+	x, y := For(t.Name()+"/x"), For(t.Name()+"/y")
+	if For(t.Name()+"/x") != x {
+		t.Fatal("For made two pools for one key")
+	}
+	m, err := x.Map(fileWith(t, 8192, "queue x"), 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := m[:7]
+	if err := x.Retire(m); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		n, err := y.Map(fileWith(t, 8192, "queue y"), 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &n[0] == &m[0] || string(stale) != "\x00\x00\x00\x00\x00\x00\x00" {
+			t.Fatalf("pool y reused pool x's range: stale reads %q", stale)
+		}
+		defer y.Retire(n)
+	}
+}
+
+// TestPoolStaysAtItsPeak: many cycles of mappings of mixed sizes hold no
+// more than the peak.
+func TestPoolStaysAtItsPeak(t *testing.T) {
+	p := &Pool{used: map[uintptr]int{}}
+	sizes := []int{64 << 10, 12 << 10, 64 << 10, 40 << 10, 4 << 10}
+	for cycle := range 50 {
+		var live [][]byte
+		for _, n := range sizes {
+			m, err := p.Map(fileWith(t, n, "x"), n-cycle%3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live = append(live, m)
+		}
+		for _, m := range live {
+			if err := p.Retire(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	peak := 0
+	for _, n := range sizes {
+		peak += n
+	}
+	if got := p.Reserved(); got > peak {
+		t.Fatalf("pool holds %d bytes after 50 cycles, its peak of mapped bytes is %d", got, peak)
+	}
+}
