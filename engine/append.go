@@ -14,7 +14,10 @@ type Attrs = record.Attrs
 
 // Append writes body as the next record and returns its offset. When it
 // returns depends on Options.Sync. A body larger than MaxRecordBytes gets
-// ErrTooLarge and writes nothing. The log keeps no reference to body.
+// ErrTooLarge and writes nothing; ErrFull once the offsets are used up. The
+// log keeps no reference to body. Under SyncAlways, a Truncate that cuts
+// the record before a sync covered it makes Append return an error
+// matching ErrNotFound: the record is gone.
 func (l *Log) Append(body []byte) (uint64, error) {
 	return l.AppendWith(body, nil)
 }
@@ -83,8 +86,15 @@ func (l *Log) writable() error {
 // the active segment as it was and the append can be retried. Under
 // SyncAlways the sealed files are synced before the new directory entry.
 func (l *Log) roll() (*segment.Segment, error) {
+	return l.rollTo(l.active.Next())
+}
+
+// rollTo is roll with the new segment's base given: above the active
+// segment's next offset only when offsets known to be used were lost (see
+// skipLostOffsets).
+func (l *Log) rollTo(base uint64) (*segment.Segment, error) {
 	old := l.active
-	s, err := segment.Create(l.cfg, old.Next())
+	s, err := segment.Create(l.cfg, base)
 	if err != nil {
 		return nil, err
 	}

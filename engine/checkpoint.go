@@ -150,3 +150,21 @@ func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
 	}
 	return h
 }
+
+// checkpointNext returns the highest next offset that log.clean or
+// log.recovery records (0 when neither holds one): a bound below which
+// every offset was used, whatever the segments hold now.
+func checkpointNext(dir string) uint64 {
+	var next uint64
+	if b, err := os.ReadFile(filepath.Join(dir, cleanName)); err == nil {
+		if c, err := decodeClean(b); err == nil {
+			next = max(next, c.State.Next)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, recoveryName)); err == nil {
+		if r, err := decodeRecoveryPoint(b); err == nil {
+			next = max(next, r.Next)
+		}
+	}
+	return next
+}

@@ -90,7 +90,10 @@ func (l *Log) Close() error {
 		}
 	}
 	l.sync.waitIdle()
-	if !l.readOnly && l.sync.failed() == nil && l.active != nil {
+	if failed := l.sync.failed(); failed != nil {
+		// No clean-close marker: the next open recovers. Say so.
+		errs = append(errs, failed)
+	} else if !l.readOnly && l.active != nil {
 		m := cleanMarker{Base: l.active.Base(), State: l.active.CleanState()}
 		errs = append(errs, replaceFile(l.dir, cleanName, m.encode(), l.opts.FileMode))
 	}

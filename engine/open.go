@@ -63,6 +63,9 @@ func OpenReadOnly(dir string, opts Options) (*Log, error) {
 // IsLog reports whether dir holds a log: a log.meta file or a segment
 // file. It is what tools that must not create a log check first.
 func IsLog(dir string) (bool, error) {
+	if st, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) || err == nil && !st.IsDir() {
+		return false, nil
+	}
 	list, err := listDir(dir)
 	if err != nil {
 		return false, err
@@ -248,10 +251,11 @@ func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: an index file without its segment", name))
 		}
 	}
+	known := checkpointNext(l.dir)
 	segs := make([]*segment.Segment, 0, len(bases)+1)
 	l.segs.Store(&segs)
 	if len(bases) == 0 {
-		s, err := segment.Create(l.cfg, l.meta.FirstOffset)
+		s, err := segment.Create(l.cfg, max(l.meta.FirstOffset, known))
 		if err != nil {
 			return err
 		}
@@ -318,19 +322,44 @@ func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	if len(segs) > 1 {
 		l.checkLastSealed(segs[len(segs)-2])
 	}
-	if newSpacing && s.Next() > s.Base() {
-		// New settings shape new segments only: a segment's index has one
-		// spacing throughout, the one it was written with.
-		if _, err := l.roll(); err != nil {
-			return err
-		}
+	if (newSpacing || !trusted) && s.Next() > s.Base() {
+		// A segment's index has one spacing throughout. The active one was
+		// written with another (or an unknown) spacing, and the walk above
+		// may have added entries with the new one: it is rebuilt with the
+		// spacing it is appended with from now on.
+		n := s.RebuildIndex()
 		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
-			"IndexIntervalBytes changed to %d: segment %s sealed, new records go to a new segment",
-			l.meta.IndexIntervalBytes, segment.Name(s.Base(), segment.LogSuffix)))
+			"index of %s rebuilt with IndexIntervalBytes %d (%d entries)",
+			segment.Name(s.Base(), segment.LogSuffix), l.meta.IndexIntervalBytes, n))
+	}
+	if err := l.skipLostOffsets(known); err != nil {
+		return err
 	}
 	if !trusted {
 		return l.storeSettings()
 	}
+	return nil
+}
+
+// skipLostOffsets makes sure no offset the checkpoint files know was used
+// is given to a new record: when log.clean or log.recovery names an offset
+// beyond the log's end (the newest segment file was removed, or its tail
+// lost in a power failure under SyncNone), the log goes on in a new
+// segment there, and the offsets in between are a missing range that
+// Verify reports.
+func (l *Log) skipLostOffsets(known uint64) error {
+	s := l.active
+	if known <= s.Next() {
+		return nil
+	}
+	l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+		"offsets [%d, %d) lost: the checkpoint files say the log reached %d, its segments end at %d; new records start at %d",
+		s.Next(), known, known, s.Next(), known))
+	if _, err := l.rollTo(known); err != nil {
+		return err
+	}
+	s.MissingUpTo(known)
+	l.next.Store(known)
 	return nil
 }
 
@@ -342,7 +371,7 @@ func (l *Log) openActive(base uint64) (*segment.Segment, segment.Recovery, error
 	_ = os.Remove(filepath.Join(l.dir, cleanName))
 	s, rep, err := segment.OpenActive(l.cfg, base, hint)
 	if errors.Is(err, segment.ErrMisnamed) {
-		return nil, rep, fmt.Errorf("pagelog: open %s: %w; `pagelog recover` (engine.Recover) renames it back", l.dir, err)
+		return nil, rep, fmt.Errorf("%w; `pagelog recover` (engine.Recover) renames it back", err)
 	}
 	return s, rep, err
 }

@@ -46,8 +46,10 @@ func Recover(dir string, opts Options, ro RecoverOptions) (RecoverReport, error)
 		return RecoverReport{}, err
 	}
 	opts = opts.withDefaults()
-	if ok, err := IsLog(dir); err != nil || !ok {
-		return RecoverReport{}, errors.Join(err, noLog(dir, ok))
+	if ok, err := IsLog(dir); err != nil {
+		return RecoverReport{}, err
+	} else if !ok {
+		return RecoverReport{}, fmt.Errorf("%w: %s", ErrNoLog, dir)
 	}
 	lock, err := lockDir(dir, opts.FileMode)
 	if err != nil {
@@ -66,13 +68,6 @@ func Recover(dir string, opts Options, ro RecoverOptions) (RecoverReport, error)
 	rep.Open = l.Recovery()
 	err = l.recoverAll(&rep, ro)
 	return rep, errors.Join(err, l.Close())
-}
-
-func noLog(dir string, ok bool) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrNoLog, dir)
 }
 
 // renameMisnamed renames every segment whose first record verifies but

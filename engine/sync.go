@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,6 +25,11 @@ type syncState struct {
 	err     error         // sticky: the first failed sync
 	syncs   atomic.Int64  // syncs run (for tests and metrics)
 	point   recoveryPoint // where the newest sync reached in the active segment
+
+	// cuts counts Truncate calls (guarded by mu): a sync that began before
+	// a cut does not advance durable, since its target named records that
+	// are gone and may have been written again since.
+	cuts uint64
 
 	// pending are sealed segments not known synced (guarded by Log.mu):
 	// those sealed under SyncNone, and every segment found at Open. The
@@ -83,9 +90,23 @@ func (st *syncState) waitIdle() {
 // never expires. Once Close has released the segments, what is not durable
 // gets ErrClosed: no sync can cover it any more.
 func (st *syncState) waitFor(l *Log, target uint64, ctx context.Context) error {
+	return st.wait(l, target, ctx, false)
+}
+
+// wait is waitFor; with all, the target is "everything appended": it
+// follows a Truncate down instead of failing.
+func (st *syncState) wait(l *Log, target uint64, ctx context.Context, all bool) error {
 	for {
 		if st.durable.Load() >= target {
 			return nil
+		}
+		if next := l.next.Load(); target > next {
+			if all {
+				target = next
+				continue
+			}
+			// Truncate cut the offsets waited for: no sync will cover them.
+			return fmt.Errorf("%w: offset %d was cut by Truncate (the log ends at %d)", ErrNotFound, target-1, next)
 		}
 		st.mu.Lock()
 		if st.err != nil {
@@ -142,13 +163,16 @@ func (st *syncState) run(l *Log) error {
 	st.pending = nil
 	dirDirty := st.dirDirty
 	st.dirDirty = false
+	st.mu.Lock()
+	cuts := st.cuts
+	st.mu.Unlock()
 	l.mu.Unlock()
 	var err error
 	for i, p := range pending {
 		if p == s {
 			continue
 		}
-		if err = p.Sync(); err != nil {
+		if err = syncSealed(p); err != nil {
 			// Keep the rest for the next attempt; the failure is sticky anyway.
 			l.mu.Lock()
 			st.pending = append(st.pending, pending[i:]...)
@@ -177,7 +201,7 @@ func (st *syncState) run(l *Log) error {
 		if st.err == nil {
 			st.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
 		}
-	} else if target > st.durable.Load() {
+	} else if target > st.durable.Load() && cuts == st.cuts {
 		st.durable.Store(target)
 		st.point = point
 	}
@@ -187,9 +211,35 @@ func (st *syncState) run(l *Log) error {
 	return closed
 }
 
+// syncSealed syncs a sealed segment that waited for a sync. One that
+// DropBefore removed meanwhile needs none: it left the log (the directory
+// sync records its removal).
+func syncSealed(p *segment.Segment) error {
+	if !p.Acquire() {
+		return nil
+	}
+	defer p.Release()
+	err := p.Sync()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// cut notes a Truncate to next: what is durable is at most the new end,
+// and a sync that began before the cut moves nothing.
+func (st *syncState) cut(next uint64) {
+	st.mu.Lock()
+	st.cuts++
+	if st.durable.Load() > next {
+		st.durable.Store(next)
+	}
+	st.mu.Unlock()
+}
+
 // syncNow syncs everything written so far and waits for it.
 func (l *Log) syncNow() error {
-	return l.sync.waitFor(l, l.next.Load(), nil)
+	return l.sync.wait(l, l.next.Load(), nil, true)
 }
 
 // Sync makes every record appended so far durable (one fdatasync, shared

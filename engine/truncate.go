@@ -126,9 +126,7 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	l.active = ns
 	l.next.Store(ns.Next())
 	l.pre.rolled(ns)
-	if d := l.sync.durable.Load(); d > ns.Next() {
-		l.sync.durable.Store(ns.Next())
-	}
+	l.sync.cut(ns.Next())
 	return syncDir(l.dir)
 }
 

@@ -62,6 +62,9 @@ func (l *Log) openView() error {
 }
 
 func (l *Log) tryView() error {
+	// What the checkpoint files know was used, read before the listing:
+	// every offset below it was whole before any segment was opened.
+	known := checkpointNext(l.dir)
 	first, err := listDir(l.dir)
 	if err != nil {
 		return err
@@ -125,6 +128,12 @@ func (l *Log) tryView() error {
 	segs = l.dropEmptyNewest(segs)
 	l.publish(segs)
 	newest := segs[len(segs)-1]
+	if known > newest.Next() {
+		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
+			"offsets [%d, %d) lost: the checkpoint files say the log reached %d, its segments end at %d",
+			newest.Next(), known, known, newest.Next()))
+		newest.MissingUpTo(known)
+	}
 	l.next.Store(newest.Next())
 	l.recovery.Segments = len(segs)
 	for _, s := range segs {

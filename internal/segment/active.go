@@ -58,10 +58,18 @@ func (s *Segment) trustClean(c *CleanState, src source, size int64, n int) strin
 	case v.ID != c.Next-1 || c.LastPos+int64(v.Size) != c.End:
 		return "last record does not match the marker"
 	}
+	// The index must be whole up to the marker: the sparse rule's count
+	// since the last trusted entry is what the marker says.
+	since := c.End
 	if n > 0 {
-		if _, pos := s.idx.Load().off.Entry(n - 1); int64(pos) > c.LastPos {
+		_, pos := s.idx.Load().off.Entry(n - 1)
+		if int64(pos) > c.LastPos {
 			return "index entry past the last record"
 		}
+		since = c.End - int64(pos)
+	}
+	if int64(c.SpacerCount) != since {
+		return "the index does not reach the marked end"
 	}
 	return ""
 }
@@ -90,6 +98,7 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 		if why := s.trustClean(h.Clean, src, w.capacity, n); why == "" {
 			c := h.Clean
 			x.n.Store(int64(n))
+			s.clearEntries(x, n)
 			w.pos, w.next, w.lastPos = c.End, c.Next, c.LastPos
 			w.spacer.Count, w.lastMs = c.SpacerCount, c.LastMs
 			s.publishEnd(c.End, c.Next)
@@ -190,7 +199,8 @@ type endSearch struct {
 type endFound struct {
 	pos     int64
 	next    uint64
-	lastPos int64 // -1 when the segment holds no record
+	lastPos int64  // -1 when the segment holds no record
+	missing uint64 // offsets from here to next have no bytes in the file (noNext: none)
 }
 
 // findEnd walks from pos (expected id) to the end of the records.
@@ -205,7 +215,7 @@ type endFound struct {
 // records.
 func (s *Segment) findEnd(e *endSearch, pos int64, id uint64, rep *Recovery) endFound {
 	from := pos
-	found := endFound{lastPos: -1}
+	found := endFound{lastPos: -1, missing: noNext}
 	rp, rpNext := e.hint.RecoveryPoint, e.hint.RecoveryNext
 	rechecked := int64(-1)
 	for {
@@ -236,18 +246,32 @@ func (s *Segment) findEnd(e *endSearch, pos int64, id uint64, rep *Recovery) end
 		if zero {
 			reason = "a zero length field followed by the bytes of a record never finished"
 		}
-		if np < 0 && below {
-			rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos, Reason: reason + ", below the recovery point"})
-			pos, id = rp, max(rpNext, id+1)
-			break
+		if np < 0 && !below {
+			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: %s", pos, reason)
 		}
 		if np < 0 {
-			rep.Cut, rep.CutReason = true, fmt.Sprintf("at position %d: %s", pos, reason)
 			break
 		}
 		rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos, Reason: reason})
 		e.sp.Count += int(np - pos) // the damaged bytes count as written; they get no entry
 		pos, id = np, nid
+	}
+	if pos < rp && rpNext > id {
+		// Below the recovery point every record was whole and synced:
+		// nothing there is ever cut, and its offsets are never given to
+		// new records. The log goes on at the recovery point; when the
+		// file ends before it (a view of a file cut short), the offsets
+		// are a missing range.
+		if pos < e.limit {
+			rep.Damaged = append(rep.Damaged, Damage{Offset: id, Position: pos,
+				Reason: fmt.Sprintf("records [%d, %d) below the recovery point %d do not verify", id, rpNext, rp)})
+		}
+		if rp <= e.limit {
+			pos = rp
+		} else {
+			found.missing = id
+		}
+		id = rpNext
 	}
 	rep.Walked = pos - from
 	found.pos, found.next = pos, id

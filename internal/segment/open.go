@@ -47,7 +47,7 @@ func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
 // the view's end.
 func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error) {
 	start := time.Now()
-	s := &Segment{cfg: cfg, base: base, activeView: true, rp: h.RecoveryPoint}
+	s := &Segment{cfg: cfg, base: base, activeView: true, successor: next != noNext, rp: h.RecoveryPoint}
 	s.refs.Store(1)
 	rep := Recovery{Segment: Name(base, LogSuffix), RecoveryPoint: h.RecoveryPoint, View: true}
 	f, err := os.Open(s.path(LogSuffix))
@@ -68,7 +68,7 @@ func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error
 	x := s.copyIndex()
 	s.idx.Store(x)
 	src := newFileSource(f)
-	end := endFound{next: base, lastPos: -1}
+	end := endFound{next: base, lastPos: -1, missing: noNext}
 	if why := s.misnamed(src); why != "" {
 		s.misnamedWhy = why
 	} else {
@@ -79,6 +79,9 @@ func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error
 		return nil, rep, fmt.Errorf("segment: read %s: %w", f.Name(), src.err)
 	}
 	s.publishEnd(end.pos, end.next)
+	if end.missing < end.next {
+		s.recEnd.Store(end.missing)
+	}
 	if next != noNext && end.next < next {
 		// Records end before the next segment begins: the offsets
 		// between are missing, as in a sealed segment (checkIndex).
@@ -99,7 +102,7 @@ func (s *Segment) viewEnd(src *fileSource, x *index, size int64, next uint64, h 
 	if c := h.Clean; c != nil {
 		if why := s.trustClean(c, src, size, n); why == "" && c.Next <= next {
 			rep.Clean = true
-			return endFound{pos: c.End, next: c.Next, lastPos: c.LastPos}
+			return endFound{pos: c.End, next: c.Next, lastPos: c.LastPos, missing: noNext}
 		} else if why != "" {
 			rep.CleanMismatch = why
 		}
@@ -169,6 +172,7 @@ func (s *Segment) mapReadOnly() error {
 	st, err := f.Stat()
 	var m []byte
 	if err == nil {
+		s.fileID = fileIdentity(st)
 		m, err = s.mapReaders(f, int(st.Size()))
 	}
 	_ = f.Close()
@@ -287,7 +291,11 @@ func (s *Segment) checkIndex() Recovery {
 	s.recEnd.Store(min(id, next))
 	rep.Walked, rep.End, rep.Next = pos-from, s.end.Load(), s.recEnd.Load()
 	x.n.Store(int64(n))
-	if short || n < valid {
+	// A sealed segment's index files hold exactly its entries: anything
+	// more (garbage, stale entries) is damage to repair too.
+	extra := x.off.Cap() != n || x.tim.Cap() != n ||
+		len(x.off.Buf)%sparseidx.OffsetEntrySize != 0 || len(x.tim.Buf)%sparseidx.TimeEntrySize != 0
+	if short || n < valid || extra {
 		rep.IndexRepaired = true
 		rep.EntriesDropped = valid - n
 		rep.EntriesAdded = s.rebuild(s.end.Load())

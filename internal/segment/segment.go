@@ -141,6 +141,7 @@ type Segment struct {
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
 
 	activeView bool // a read-only view of a segment another process may append to
+	successor  bool // a view of a segment another one follows: no record is added to it any more
 }
 
 // index is one view of a segment's two index files. A rebuild replaces the
@@ -179,6 +180,11 @@ func (s *Segment) Holds() uint64 {
 
 // End returns the byte size of the segment's published records.
 func (s *Segment) End() int64 { return s.end.Load() }
+
+// finished reports whether no record may follow the segment's records: it
+// is sealed, or a view of a segment that another one follows. Safe beside
+// the writer (unlike a look at s.w).
+func (s *Segment) finished() bool { return s.successor || s.sealed.Load() }
 
 // Active reports whether the segment is still written to.
 func (s *Segment) Active() bool { return s.w != nil }

@@ -69,6 +69,18 @@ func (s *Segment) Refresh(maxNext uint64) (bool, error) {
 	return true, nil
 }
 
+// MissingUpTo records that the offsets from the end of a view or a sealed
+// segment up to next were used but are gone (a checkpoint file knows the
+// log reached next): reads of them, and Verify, report a missing range. It
+// must be called before the segment is read, and never on a view that is
+// refreshed afterwards.
+func (s *Segment) MissingUpTo(next uint64) {
+	if (s.activeView || s.sealed.Load()) && next > s.next.Load() {
+		s.recEnd.Store(min(s.recEnd.Load(), s.next.Load()))
+		s.next.Store(next)
+	}
+}
+
 // fixTimes raises the times of new entries to at least ms, so that the time
 // index never goes back.
 func fixTimes(tims []byte, ms int64) []byte {

@@ -106,6 +106,7 @@ func (s *Segment) openWriter() error {
 	if err != nil {
 		return fmt.Errorf("segment: stat: %w", err)
 	}
+	s.fileID = fileIdentity(st)
 	w.capacity = max(cfg.capacity(), st.Size())
 	if err := growTo(cfg, f, st.Size(), w.capacity); err != nil {
 		return err
