@@ -139,7 +139,7 @@ func (l *Log) recoverAll(rep *RecoverReport, ro RecoverOptions) error {
 	l.mu.Lock()
 	segs := *l.segs.Load()
 	for _, s := range segs {
-		if len(s.VerifyIndex()) > 0 {
+		if len(s.VerifyIndex()) > 0 || !s.IndexMatchesRule() {
 			s.RebuildIndex()
 			rep.IndexesRewritten = append(rep.IndexesRewritten, segment.Name(s.Base(), segment.LogSuffix))
 		}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -139,6 +140,24 @@ func (s *Segment) gone() bool {
 		}
 	}
 	return false
+}
+
+// IndexMatchesRule reports whether a sealed segment's offset index file
+// holds exactly the entries the sparse rule gives its records under the
+// log's configured spacing (VerifyIndex accepts any one spacing; Recover
+// uses this to bring every index to the configured one). Active segments
+// report true.
+func (s *Segment) IndexMatchesRule() bool {
+	if !s.sealed.Load() {
+		return true
+	}
+	recs, spans, _ := s.layout(s.end.Load(), s.next.Load())
+	var want []byte
+	for _, e := range s.ruleEntries(recs, spans) {
+		want = appendOffset(want, e.rel, e.pos)
+	}
+	got, err := os.ReadFile(s.path(IndexSuffix))
+	return err == nil && bytes.Equal(got, want) || errors.Is(err, os.ErrNotExist) && len(want) == 0
 }
 
 // recPlace is one good record's place in a segment.
