@@ -1,7 +1,9 @@
 // Package mmapfile is the thin layer between pagelog and the kernel's
-// memory-mapping calls: mmap, munmap, msync of a range, madvise (including
-// MADV_POPULATE_WRITE to take page faults off the append path), fallocate
-// and fdatasync. It holds no state and knows nothing of the log format.
+// memory-mapping calls: mmap, munmap, msync of a range, madvise, a page
+// toucher that takes write faults off the append path (Populate),
+// fallocate and fdatasync. It holds no state and knows nothing of the log
+// format. Mappings at fixed addresses, which a caller's stale slices may
+// still reference, live in internal/addrspace, not here.
 //
 // Platform code lives in files named _linux.go and _unix.go so that a port to
 // another system (Windows, where github.com/edsrzf/mmap-go would serve) only
