@@ -10,25 +10,28 @@ import (
 const module = "github.com/pagelog/pagelog"
 
 // allowed lists, for each package of the module, the packages of the module
-// it may import (STYLE.md: cmd -> engine -> internal/segment -> {mmapfile,
-// internal/record, sparseidx -> warmsearch}; engine -> inflight), and
-// whether it may import anything outside the standard library (only
-// golang.org/x/sys, for the platform calls).
+// it may import (STYLE.md: cmd -> queue -> engine -> internal/segment ->
+// {mmapfile, internal/addrspace, internal/record, sparseidx -> warmsearch};
+// queue -> inflight; engine never imports queue), and whether it may import
+// anything outside the standard library (only golang.org/x/sys, for the
+// platform calls).
 var allowed = map[string]struct {
 	internal []string
 	sys      bool
 }{
-	"warmsearch":         {},
-	"internal/record":    {},
-	"inflight":           {},
-	"sparseidx":          {internal: []string{"warmsearch"}},
-	"mmapfile":           {sys: true},
-	"internal/addrspace": {sys: true},
-	"internal/segment":   {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
-	"engine":             {internal: []string{"internal/segment", "internal/addrspace", "internal/record", "inflight", "mmapfile", "sparseidx"}, sys: true},
-	"cmd/pagelog":        {internal: []string{"engine"}, sys: true},
-	"bench":              {internal: []string{"engine", "internal/record", "mmapfile"}, sys: true},
-	"fuzz":               {internal: []string{"engine", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
+	"warmsearch":          {},
+	"internal/record":     {},
+	"inflight":            {},
+	"sparseidx":           {internal: []string{"warmsearch"}},
+	"mmapfile":            {sys: true},
+	"internal/addrspace":  {sys: true},
+	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
+	"internal/checkpoint": {},
+	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "mmapfile", "sparseidx"}, sys: true},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint"}},
+	"cmd/pagelog":         {internal: []string{"engine", "queue"}, sys: true},
+	"bench":               {internal: []string{"engine", "internal/record", "mmapfile"}, sys: true},
+	"fuzz":                {internal: []string{"engine", "queue", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
 }
 
 type pkg struct {

@@ -2,11 +2,10 @@ package engine
 
 import (
 	"encoding/binary"
-	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 
+	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -55,12 +54,11 @@ func (c cleanMarker) encode() []byte {
 	binary.BigEndian.PutUint64(b[25:], c.State.Next)
 	binary.BigEndian.PutUint32(b[33:], uint32(c.State.SpacerCount))
 	binary.BigEndian.PutUint64(b[37:], uint64(c.State.LastMs))
-	binary.BigEndian.PutUint32(b[45:], crc32.Checksum(b[:45], castagnoli))
-	return b
+	return checkpoint.Seal(b)
 }
 
 func decodeClean(b []byte) (cleanMarker, error) {
-	if err := checkSmallFile(b, cleanSize, cleanName, checkpointVer); err != nil {
+	if err := checkpoint.Check(b, cleanSize, cleanName, checkpointVer); err != nil {
 		return cleanMarker{}, err
 	}
 	return cleanMarker{
@@ -87,12 +85,11 @@ func (r recoveryPoint) encode() []byte {
 	binary.BigEndian.PutUint64(b[1:], r.Base)
 	binary.BigEndian.PutUint64(b[9:], uint64(r.Pos))
 	binary.BigEndian.PutUint64(b[17:], r.Next)
-	binary.BigEndian.PutUint32(b[25:], crc32.Checksum(b[:25], castagnoli))
-	return b
+	return checkpoint.Seal(b)
 }
 
 func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
-	if err := checkSmallFile(b, recoverySize, recoveryName, checkpointVer); err != nil {
+	if err := checkpoint.Check(b, recoverySize, recoveryName, checkpointVer); err != nil {
 		return recoveryPoint{}, err
 	}
 	return recoveryPoint{
@@ -101,32 +98,6 @@ func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
 		Next: binary.BigEndian.Uint64(b[17:]),
 	}, nil
 }
-
-// checkSmallFile checks the size, version and trailing CRC of a
-// checkpoint. A file that fails gives a *badFileError.
-func checkSmallFile(b []byte, size int, name string, version byte) error {
-	if len(b) != size {
-		return &badFileError{name: name, why: fmt.Sprintf("%d bytes, want %d", len(b), size)}
-	}
-	if b[0] != version {
-		return &badFileError{name: name, why: fmt.Sprintf("version %d, this build reads %d", b[0], version)}
-	}
-	if got, want := binary.BigEndian.Uint32(b[size-4:]), crc32.Checksum(b[:size-4], castagnoli); got != want {
-		return &badFileError{name: name, why: fmt.Sprintf("checksum %08x, want %08x", got, want)}
-	}
-	return nil
-}
-
-// badFileError reports a checkpoint file that fails its checks. Such a
-// file is never trusted; what it would have said is taken from the log.
-// It matches ErrBadFile.
-type badFileError struct {
-	name, why string
-}
-
-func (e *badFileError) Error() string { return "pagelog: " + e.name + " is damaged: " + e.why }
-
-func (e *badFileError) Unwrap() error { return ErrBadFile }
 
 // readHint gathers what the checkpoint files say about the active segment
 // at base. A missing, damaged or stale file just gives no hint (and a note

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 
+	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -41,7 +42,7 @@ var (
 	// log.recovery, queue.head) fails its checks. It is never trusted:
 	// what it would have said is taken from the log instead, and the
 	// report says so.
-	ErrBadFile = errors.New("pagelog: damaged checkpoint file")
+	ErrBadFile = checkpoint.ErrBadFile
 	// ErrFull: the log has used up its offsets (the next offset would be
 	// 2^64 - 1); nothing was written.
 	ErrFull = errors.New("pagelog: no offsets left")

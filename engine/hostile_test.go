@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/pagelog/pagelog/internal/record"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
@@ -227,7 +228,7 @@ func hostileDiff(a, b map[string]string) string {
 func hostileChecksum(off uint64, body []byte) uint32 {
 	var id [8]byte
 	binary.BigEndian.PutUint64(id[:], off)
-	return crc32.Update(crc32.Checksum(id[:], castagnoli), castagnoli, body)
+	return crc32.Update(crc32.Checksum(id[:], record.Table), record.Table, body)
 }
 
 // ---------------------------------------------------------------------------

@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/pagelog/pagelog/internal/checkpoint"
 )
 
 // log.meta: the settings that shape the files, stored with the log.
@@ -26,8 +27,6 @@ const (
 	metaVersion = 1
 	metaSize    = 29
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // meta is the content of log.meta.
 type meta struct {
@@ -52,12 +51,11 @@ func (m meta) encode() []byte {
 	binary.BigEndian.PutUint32(b[9:], uint32(m.IndexIntervalBytes))
 	binary.BigEndian.PutUint32(b[13:], uint32(m.MaxRecordBytes))
 	binary.BigEndian.PutUint64(b[17:], m.FirstOffset)
-	binary.BigEndian.PutUint32(b[25:], crc32.Checksum(b[:25], castagnoli))
-	return b
+	return checkpoint.Seal(b)
 }
 
 func decodeMeta(b []byte) (meta, error) {
-	if err := checkSmallFile(b, metaSize, metaName, metaVersion); err != nil {
+	if err := checkpoint.Check(b, metaSize, metaName, metaVersion); err != nil {
 		return meta{}, err
 	}
 	m := meta{
@@ -68,7 +66,7 @@ func decodeMeta(b []byte) (meta, error) {
 	}
 	if m.SegmentBytes <= 0 || m.SegmentBytes > MaxSegmentBytes || m.MaxRecordBytes <= 0 || m.MaxRecordBytes > maxBodyLimit ||
 		m.IndexIntervalBytes > maxIndexInterval || m.FirstOffset == maxOffset {
-		return meta{}, &badFileError{name: metaName, why: fmt.Sprintf("impossible settings %+v", m)}
+		return meta{}, &checkpoint.BadFileError{Name: metaName, Why: fmt.Sprintf("impossible settings %+v", m)}
 	}
 	return m, nil
 }
@@ -87,46 +85,10 @@ func readMeta(dir string) (m meta, ok bool, err error) {
 	return m, true, err
 }
 
-// replaceFile writes data to dir/name atomically: a temporary file, fsync,
-// rename over the old one, fsync of the directory. Every checkpoint of the
-// project is written this way.
+// replaceFile and syncDir: every checkpoint of the project is written the
+// same way (internal/checkpoint).
 func replaceFile(dir, name string, data []byte, mode os.FileMode) error {
-	path := filepath.Join(dir, name)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("pagelog: write %s: %w", name, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("pagelog: write %s: %w", name, err)
-	}
-	return syncDir(dir)
+	return checkpoint.Replace(dir, name, data, mode)
 }
 
-// syncDir makes the directory's entries (new, renamed and removed files)
-// durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("pagelog: sync directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("pagelog: sync directory %s: %w", dir, err)
-	}
-	return nil
-}
+func syncDir(dir string) error { return checkpoint.SyncDir(dir) }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/pagelog/pagelog/internal/addrspace"
+	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -97,6 +99,10 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 	if opts.MaxRecordBytes > 0 {
 		l.maxBody = opts.MaxRecordBytes
 	}
+	var ranges *addrspace.Pool
+	if opts.RetireMappings {
+		ranges = rangesFor(dir)
+	}
 	maxLength := record.MaxLength(m.MaxRecordBytes)
 	if !trusted && len(list.bases) > 0 {
 		// No stored limit to bound record lengths by: only the files
@@ -111,7 +117,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		MaxRecord:     int(record.MaxLength(l.maxBody)) + 4,
 		ReadOnly:      opts.ReadOnly,
 		FileMode:      opts.FileMode,
-		Ranges:        opts.ranges,
+		Ranges:        ranges,
 		SmallPages:    opts.Sync == SyncAlways,
 		WriteThrough:  opts.Sync == SyncAlways,
 		Allocate:      opts.allocate,
@@ -140,10 +146,10 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err error) {
 	opts := l.opts
 	m, hasMeta, err := readMeta(l.dir)
-	var bad *badFileError
+	var bad *checkpoint.BadFileError
 	switch {
 	case errors.As(err, &bad):
-		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("%s ignored (%s): settings taken from the segments", metaName, bad.why))
+		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("%s ignored (%s): settings taken from the segments", metaName, bad.Why))
 	case err != nil:
 		return m, m, false, err
 	case !hasMeta && len(bases) == 0 && l.readOnly:
@@ -416,4 +422,18 @@ func (l *Log) storeSettings() error {
 func listSegments(dir string) ([]uint64, error) {
 	list, err := listDir(dir)
 	return list.bases, err
+}
+
+// rangesFor returns the address-range pool of the log in dir: the same
+// pool every time this log is opened in this process, and no other log's
+// (see Options.RetireMappings and internal/addrspace).
+func rangesFor(dir string) *addrspace.Pool {
+	key, err := filepath.Abs(dir)
+	if err != nil {
+		key = dir
+	}
+	if st, err := os.Stat(dir); err == nil {
+		key += fmt.Sprintf("\x00%v", fileKey(st))
+	}
+	return addrspace.For(key)
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 	"os"
 	"time"
-
-	"github.com/pagelog/pagelog/internal/addrspace"
 )
 
 // SyncPolicy says when Append reports success.
@@ -80,8 +78,16 @@ type Options struct {
 	FileMode os.FileMode
 	DirMode  os.FileMode
 
-	// ranges keeps closed segments' addresses readable (set by queues).
-	ranges *addrspace.Pool
+	// RetireMappings keeps the address range of every segment mapping
+	// this Log gives back reserved, as read-only zero pages, instead of
+	// unmapping it, and reuses such ranges only for this same log's later
+	// mappings (in this process, across opens). It exists for layers that
+	// hand out record bodies whose lifetime ends on a clock, not on a
+	// Release (the queue's messages, valid until their deadline): a body
+	// used after its lifetime by mistake then reads its own bytes, zeros,
+	// or a later record of the same log, and never crashes the process.
+	// It costs address space up to the log's peak of mapped bytes.
+	RetireMappings bool
 
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error
@@ -116,6 +122,10 @@ const (
 
 // validate checks every setting the same way: a range, where 0 means the
 // default (or, for an existing log, the stored value).
+// Validate reports, with an error matching ErrBadOptions, a setting out of
+// its range; Open and OpenReadOnly call it first.
+func (o Options) Validate() error { return o.validate() }
+
 func (o Options) validate() error {
 	bad := func(name string, v any, hi any, zero string) error {
 		return fmt.Errorf("%w: %s %v outside [0, %v] (0: %s)", ErrBadOptions, name, v, hi, zero)

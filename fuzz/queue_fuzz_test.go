@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 // queueVisibility is the Visibility of the fuzzed queues.
@@ -94,7 +95,7 @@ type queueModel struct {
 	clock  *fakeClock
 	policy engine.SyncPolicy
 	dir    string
-	q      *engine.Queue
+	q      *queue.Queue
 	msgs   []queueMsg // index = offset
 	ops    []string   // the operations so far, for a failure report
 
@@ -112,7 +113,7 @@ func (m *queueModel) fail(format string, args ...any) {
 }
 
 func (m *queueModel) open() {
-	q, err := engine.OpenQueue(m.dir, engine.QueueOptions{
+	q, err := queue.Open(m.dir, queue.Options{
 		Log:                engine.Options{SegmentBytes: 1024, Sync: m.policy, SyncInterval: time.Millisecond},
 		Visibility:         queueVisibility,
 		CheckpointInterval: 3 * time.Second,
@@ -122,7 +123,7 @@ func (m *queueModel) open() {
 		m.fail("OpenQueue: %v", err)
 	}
 	m.q = q
-	if rec := q.Recovery(); rec.CheckpointError != nil || len(rec.DeleteDamage) > 0 || rec.Placeholders > 0 {
+	if rec := q.Recovery(); rec.CheckpointError != nil || len(rec.DeleteDamage) > 0 || rec.Lost > 0 {
 		m.fail("recovery: %+v", rec)
 	}
 	m.sent, m.received, m.redelivered, m.deleted = 0, 0, 0, 0
@@ -233,13 +234,13 @@ func (m *queueModel) delete(k byte) {
 	var want error
 	switch {
 	case off >= uint64(len(m.msgs)):
-		want = engine.ErrNotInFlight
+		want = queue.ErrNotInFlight
 	case m.msgs[off].deleted:
 	case m.msgs[off].handed:
 		m.msgs[off].deleted = true
 		m.deleted++
 	default:
-		want = engine.ErrNotInFlight
+		want = queue.ErrNotInFlight
 	}
 	if want == nil && err != nil || want != nil && !errors.Is(err, want) {
 		m.fail("Delete(%d) = %v, want %v", off, err, want)
@@ -315,10 +316,10 @@ func (m *queueModel) checkStats() {
 }
 
 // fakeClock is the engine's ManualClock, started at a fixed date.
-type fakeClock = engine.ManualClock
+type fakeClock = queue.ManualClock
 
 func newFakeClock() *fakeClock {
-	return engine.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	return queue.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 func queueOpsSeeds(testing.TB) []seed {

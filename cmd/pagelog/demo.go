@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -358,7 +359,7 @@ func (d *demo) queuePhase() (err error) {
 		return err
 	}
 	t0 := time.Now()
-	q, err := engine.OpenQueue(qdir, engine.QueueOptions{})
+	q, err := queue.Open(qdir, queue.Options{})
 	if err != nil {
 		return err
 	}
@@ -402,7 +403,7 @@ func (d *demo) queueLine(n int, wall time.Duration) string {
 // checkAllDeleted checks that every message had a Delete called in one of
 // the processes and that the queue is empty; it returns how many messages
 // were deleted by both.
-func checkAllDeleted(marks []uint32, final engine.QueueStats) (int, error) {
+func checkAllDeleted(marks []uint32, final queue.Stats) (int, error) {
 	twice := 0
 	for i, m := range marks {
 		if m&(markDeleting|markDeleting2) == 0 {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 // queueCommands are the subcommands of `pagelog queue`.
@@ -51,7 +52,7 @@ func queueUsage(w io.Writer) {
 }
 
 // openQueue opens the queue in dir; unless create, the directory must exist.
-func openQueue(dir string, create bool, opts engine.QueueOptions) (*engine.Queue, error) {
+func openQueue(dir string, create bool, opts queue.Options) (*queue.Queue, error) {
 	if !create {
 		if st, err := os.Stat(dir); err != nil {
 			return nil, err
@@ -59,11 +60,11 @@ func openQueue(dir string, create bool, opts engine.QueueOptions) (*engine.Queue
 			return nil, fmt.Errorf("%s is not a directory", dir)
 		}
 	}
-	return engine.OpenQueue(dir, opts)
+	return queue.Open(dir, opts)
 }
 
 // closeQueue closes q, keeping the first error.
-func closeQueue(q *engine.Queue, err error) error {
+func closeQueue(q *queue.Queue, err error) error {
 	if cerr := q.Close(); err == nil {
 		err = cerr
 	}
@@ -87,7 +88,7 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
 	}
-	q, err := openQueue(*dir, true, engine.QueueOptions{Log: engine.Options{Sync: policy}})
+	q, err := openQueue(*dir, true, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue send", err)
 	}
@@ -99,7 +100,7 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 
 // sendLines sends every line of in and writes each offset to out, flushed
 // at once so that a reader of a pipe sees it.
-func sendLines(q *engine.Queue, in io.Reader, out io.Writer) error {
+func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var long []byte
 	for {
@@ -132,7 +133,7 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	dir := fs.String("dir", "", "queue `directory`")
 	count := fs.Int("count", 1, "most messages to hand out")
 	wait := fs.Duration("wait", 0, "how long to wait in all for ready messages")
-	vis := fs.Duration("visibility", engine.DefaultVisibility, "how long a message stays hidden (in this process)")
+	vis := fs.Duration("visibility", queue.DefaultVisibility, "how long a message stays hidden (in this process)")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
@@ -142,7 +143,7 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if *count < 1 || *wait < 0 || *vis <= 0 {
 		return usageError(fs, "want --count >= 1, --wait >= 0 and --visibility > 0")
 	}
-	q, err := openQueue(*dir, false, engine.QueueOptions{Visibility: *vis})
+	q, err := openQueue(*dir, false, queue.Options{Visibility: *vis})
 	if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
@@ -157,7 +158,7 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // receiveMessages prints up to count messages, waiting up to wait in all.
-func receiveMessages(q *engine.Queue, count int, wait time.Duration, out io.Writer) (int, error) {
+func receiveMessages(q *queue.Queue, count int, wait time.Duration, out io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	w := bufio.NewWriter(out)
@@ -204,7 +205,7 @@ func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
 	}
-	q, err := openQueue(*dir, false, engine.QueueOptions{Log: engine.Options{Sync: policy}})
+	q, err := openQueue(*dir, false, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue delete", err)
 	}
@@ -227,7 +228,7 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
 	}
-	q, err := openQueue(*dir, false, engine.QueueOptions{})
+	q, err := openQueue(*dir, false, queue.Options{})
 	if err != nil {
 		return fail(stderr, "queue stats", err)
 	}
@@ -242,7 +243,7 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		{"cursor", st.Cursor}, {"in_flight", st.InFlight}, {"ready_again", st.ReadyAgain},
 		{"head_from", strconv.Quote(rec.HeadFrom)}, {"checkpoint_error", errString(rec.CheckpointError)},
 		{"delete_records", rec.DeleteRecords}, {"delete_records_above_head", rec.DeletesApplied},
-		{"damaged_delete_records", len(rec.DeleteDamage)}, {"placeholders", rec.Placeholders},
+		{"damaged_delete_records", len(rec.DeleteDamage)}, {"lost_offsets", rec.Lost},
 	} {
 		fmt.Fprintf(w, "%s %v\n", kv[0], kv[1])
 	}
@@ -254,7 +255,7 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // countUndeleted counts the messages not deleted by handing them all out
 // (this process's hand-outs are forgotten when it exits).
-func countUndeleted(q *engine.Queue) int {
+func countUndeleted(q *queue.Queue) int {
 	n := 0
 	for {
 		_, err := q.Receive(doneCtx)
@@ -313,7 +314,7 @@ func queueDemoChild(dir, marksPath, nArg, sizeArg string) int {
 		fmt.Fprintln(os.Stderr, "queue demo child:", err)
 		return 1
 	}
-	q, err := engine.OpenQueue(dir, engine.QueueOptions{})
+	q, err := queue.Open(dir, queue.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "queue demo child:", err)
 		return 1
@@ -367,7 +368,7 @@ func unmapMarks(marks []uint32) error {
 // and deletes it.
 type queueWorkers struct {
 	d         *demo
-	q         *engine.Queue
+	q         *queue.Queue
 	marks     []uint32
 	recv, del uint32 // the marks this process sets
 
@@ -441,7 +442,7 @@ func (w *queueWorkers) work(ctx context.Context, cancel func(), k int, start tim
 
 // handle checks and deletes one message, counting it as redelivered when
 // it was handed out before (in either process, or after a deadline).
-func (w *queueWorkers) handle(m engine.Message) error {
+func (w *queueWorkers) handle(m queue.Message) error {
 	if m.Offset >= uint64(len(w.marks)) || !w.sentByDemo(m.Body) {
 		return fmt.Errorf("offset %d: not a message this demo sent", m.Offset)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 func pagelogSystem() system {
@@ -13,7 +14,7 @@ func pagelogSystem() system {
 		setup: "engine.Log with default options (64 MiB segments, preallocated and mapped). " +
 			"Page-cache appends: Sync=SyncNone. Synced appends: Sync=SyncAlways (an fdatasync covers " +
 			"the record before Append returns; concurrent appenders share one). Read: Log.Read (checksum " +
-			"and id verified, zero-copy) then Release. Queue: engine.OpenQueue, default QueueOptions " +
+			"and id verified, zero-copy) then Release. Queue: queue.Open, default QueueOptions " +
 			"(SyncNone, visibility 30 s); Send, Receive, Delete.",
 		support: func(workload) string { return "" },
 		open:    openPagelog,
@@ -75,9 +76,9 @@ func openPagelogRead(w workload, dir string, n int) (*store, error) {
 	}, nil
 }
 
-// openPagelogQueue drives pagelog's work queue (engine.Queue, issue 4).
+// openPagelogQueue drives pagelog's work queue (queue.Queue, issue 4).
 func openPagelogQueue(w workload, dir string) (*store, error) {
-	q, err := engine.OpenQueue(dir, engine.QueueOptions{})
+	q, err := queue.Open(dir, queue.Options{})
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pagelog/pagelog/engine"
+
 	"github.com/pagelog/pagelog/inflight"
-	"github.com/pagelog/pagelog/internal/addrspace"
 )
 
 // A Queue is a durable work queue on a Log: Send appends a message, Receive
@@ -56,11 +57,11 @@ import (
 // under each sync policy).
 type Queue struct {
 	dir     string
-	opts    QueueOptions
+	opts    Options
 	clock   Clock
 	vis     time.Duration
-	log     *Log
-	dels    *Log
+	log     *engine.Log
+	dels    *engine.Log
 	syncEnd bool // SyncAlways: hand out only durable messages
 
 	closed atomic.Bool
@@ -69,7 +70,7 @@ type Queue struct {
 
 	mu       sync.Mutex
 	t        *inflight.Table
-	skip     []uint64 // deleted offsets at or above the cursor, ascending
+	skip     *skipSet // deleted offsets at or above the cursor
 	waiters  waitList
 	timer    Timer
 	timerAt  int64  // deadline the timer is set for (Unix ns)
@@ -78,14 +79,14 @@ type Queue struct {
 	counts   queueCounts
 
 	ck       checkpointState
-	recovery QueueRecovery
+	recovery Recovery
 }
 
-// QueueOptions configure a Queue. Zero fields mean the defaults.
-type QueueOptions struct {
+// Options configure a Queue. Zero fields mean the defaults.
+type Options struct {
 	// Log configures the message log. Its Sync policy applies to the
 	// delete log too. ReadOnly is refused.
-	Log Options
+	Log engine.Options
 	// Visibility is how long a received message stays hidden; default 30 s.
 	Visibility time.Duration
 	// CheckpointInterval is how often the head is written to queue.head
@@ -114,8 +115,8 @@ type Message struct {
 	Deadline time.Time // hidden from other receivers until then
 }
 
-// QueueStats is a snapshot of a queue's positions and counters.
-type QueueStats struct {
+// Stats is a snapshot of a queue's positions and counters.
+type Stats struct {
 	End        uint64 // offset of the next send
 	Cursor     uint64 // oldest message never handed out since open
 	Head       uint64 // oldest message not deleted
@@ -132,17 +133,17 @@ type QueueStats struct {
 	CheckpointError error  // the last checkpoint's failure, nil when it worked
 }
 
-// queueCounts are the counters of QueueStats kept under Queue.mu.
+// queueCounts are the counters of Stats kept under Queue.mu.
 type queueCounts struct {
 	received, redelivered, deleted uint64
 }
 
-func (o QueueOptions) withDefaults() (QueueOptions, error) {
+func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Log.ReadOnly:
-		return o, fmt.Errorf("%w: a queue cannot be opened read-only", ErrBadOptions)
+		return o, fmt.Errorf("%w: a queue cannot be opened read-only", engine.ErrBadOptions)
 	case o.Visibility < 0 || o.CheckpointInterval < 0:
-		return o, fmt.Errorf("%w: negative Visibility or CheckpointInterval", ErrBadOptions)
+		return o, fmt.Errorf("%w: negative Visibility or CheckpointInterval", engine.ErrBadOptions)
 	}
 	if o.Visibility == 0 {
 		o.Visibility = DefaultVisibility
@@ -153,13 +154,13 @@ func (o QueueOptions) withDefaults() (QueueOptions, error) {
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
-	return o, o.Log.validate()
+	return o, o.Log.Validate()
 }
 
-// OpenQueue opens (creating it if needed) the queue in dir. It rebuilds the
+// Open opens (creating it if needed) the queue in dir. It rebuilds the
 // queue's state from the head checkpoint and the delete log; Recovery tells
 // what it found.
-func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
+func Open(dir string, opts Options) (*Queue, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -172,19 +173,19 @@ func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
 	}
-	lo.ranges = rangesFor(dir)
-	l, err := Open(dir, lo)
+	lo.RetireMappings = true
+	l, err := engine.Open(dir, lo)
 	if err != nil {
 		return nil, err
 	}
-	dels, err := Open(filepath.Join(dir, deletesDir), deleteLogOptions(opts.Log))
+	dels, err := engine.Open(filepath.Join(dir, deletesDir), deleteLogOptions(opts.Log))
 	if err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	q := &Queue{
 		dir: dir, opts: opts, clock: opts.Clock, vis: opts.Visibility,
-		log: l, dels: dels, syncEnd: opts.Log.Sync == SyncAlways,
+		log: l, dels: dels, syncEnd: opts.Log.Sync == engine.SyncAlways,
 	}
 	if err := q.restore(); err != nil {
 		_ = dels.Close()
@@ -195,33 +196,18 @@ func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 	return q, nil
 }
 
-// rangesFor returns the address-range pool of the queue in dir: the same
-// pool every time this queue is opened in this process, and no other
-// queue's, so that a stale message body never shows another queue's bytes
-// (see internal/addrspace).
-func rangesFor(dir string) *addrspace.Pool {
-	key, err := filepath.Abs(dir)
-	if err != nil {
-		key = dir
-	}
-	if st, err := os.Stat(dir); err == nil {
-		key += fmt.Sprintf("\x00%v", fileKey(st))
-	}
-	return addrspace.For(key)
-}
-
 // Dir returns the queue's directory.
 func (q *Queue) Dir() string { return q.dir }
 
-// Recovery returns the report of what OpenQueue found and did.
-func (q *Queue) Recovery() QueueRecovery { return q.recovery }
+// Recovery returns the report of what Open found and did.
+func (q *Queue) Recovery() Recovery { return q.recovery }
 
 // Send appends body as a new message and returns its offset. Under
 // SyncAlways it returns once the message is synced. The queue keeps no
 // reference to body.
 func (q *Queue) Send(body []byte) (uint64, error) {
 	if q.closed.Load() {
-		return 0, ErrClosed
+		return 0, engine.ErrClosed
 	}
 	off, err := q.log.Append(body)
 	if err != nil {
@@ -271,7 +257,7 @@ func (q *Queue) tryReceive() (Message, chan struct{}, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed.Load() {
-		return Message{}, nil, ErrClosed
+		return Message{}, nil, engine.ErrClosed
 	}
 	now := q.clock.Now()
 	q.expire(now.UnixNano())
@@ -310,21 +296,27 @@ func (q *Queue) take(deadline int64) (uint64, int, bool, error) {
 }
 
 // skipAhead moves the cursor past the deleted offsets at it (deleted before
-// a restart, or discarded ahead of the cursor), so that the head follows.
+// a restart, lost, or discarded ahead of the cursor), so that the head
+// follows.
 func (q *Queue) skipAhead() error {
-	for len(q.skip) > 0 && q.skip[0] == q.t.Cursor() && q.skip[0] < q.end() {
-		c := q.skip[0]
-		if err := q.t.Add(c, 0); err != nil {
-			return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
+	end := q.end()
+	for {
+		c := q.t.Cursor()
+		q.skip.trimFront(c)
+		r, ok := q.skip.front()
+		if !ok || r.from != c || c >= end {
+			return nil
 		}
-		if _, err := q.t.Done(c); err != nil {
-			return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
+		for ; c < min(r.to, end); c++ {
+			if err := q.t.Add(c, 0); err != nil {
+				return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
+			}
+			if _, err := q.t.Done(c); err != nil {
+				return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
+			}
 		}
-		if q.skip = q.skip[1:]; len(q.skip) == 0 {
-			q.skip = nil
-		}
+		q.skip.trimFront(c)
 	}
-	return nil
 }
 
 // end is the offset below which messages may be handed out: every appended
@@ -359,7 +351,7 @@ func (q *Queue) Delete(offset uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
-		return ErrClosed
+		return engine.ErrClosed
 	}
 	st, err := q.t.Done(offset)
 	if err != nil {
@@ -396,18 +388,18 @@ func (q *Queue) Discard(offset uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
-		return ErrClosed
+		return engine.ErrClosed
 	}
 	if next := q.log.Next(); offset >= next {
 		q.mu.Unlock()
-		return fmt.Errorf("%w: offset %d is at or beyond the end %d", ErrNotFound, offset, next)
+		return fmt.Errorf("%w: offset %d is at or beyond the end %d", engine.ErrNotFound, offset, next)
 	}
 	if offset >= q.t.Cursor() {
 		if q.skipped(offset) {
 			q.mu.Unlock()
 			return nil
 		}
-		q.skip = insertSorted(q.skip, offset)
+		q.skip.add(offset, offset+1)
 		q.counts.deleted++
 		at, err := q.appendDelete(offset)
 		if err == nil {
@@ -425,7 +417,7 @@ func (q *Queue) Discard(offset uint64) error {
 
 // waitDelete waits, under SyncAlways, until the delete record at is synced.
 func (q *Queue) waitDelete(at uint64) error {
-	if q.opts.Log.Sync != SyncAlways {
+	if q.opts.Log.Sync != engine.SyncAlways {
 		return nil
 	}
 	return q.dels.WaitDurable(context.Background(), at)
@@ -433,14 +425,14 @@ func (q *Queue) waitDelete(at uint64) error {
 
 // Stats returns the queue's positions and counters. It expires the
 // deadlines that have passed first.
-func (q *Queue) Stats() QueueStats {
+func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed.Load() {
 		q.expire(q.clock.Now().UnixNano())
 	}
 	head, ckErr := q.ck.snapshot()
-	return QueueStats{
+	return Stats{
 		End: q.log.Next(), Cursor: q.t.Cursor(), Head: q.t.Head(),
 		InFlight: q.t.InFlight(), ReadyAgain: q.t.ReadyAgain(),
 		Sent: q.sent.Load(), Received: q.counts.received,
@@ -455,7 +447,7 @@ func (q *Queue) Close() error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
-		return ErrClosed
+		return engine.ErrClosed
 	}
 	q.closed.Store(true)
 	q.stopTimer()
@@ -463,7 +455,7 @@ func (q *Queue) Close() error {
 	q.mu.Unlock()
 
 	errs := []error{q.stopCheckpoints()}
-	if q.opts.Log.Sync == SyncAlways {
+	if q.opts.Log.Sync == engine.SyncAlways {
 		errs = append(errs, q.dels.Sync())
 	}
 	errs = append(errs, q.dels.Close(), q.log.Close())

@@ -1,10 +1,12 @@
-package engine
+package queue
 
 import (
 	"context"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // TestFileModes: files are created 0600 and directories 0700 unless the
@@ -22,7 +24,7 @@ func TestFileModes(t *testing.T) {
 			old := unixUmask(0)
 			defer unixUmask(old)
 			dir := filepath.Join(t.TempDir(), "q")
-			q, err := OpenQueue(dir, QueueOptions{Log: Options{FileMode: tc.file, DirMode: tc.dirMode, SegmentBytes: 4096}})
+			q, err := Open(dir, Options{Log: engine.Options{FileMode: tc.file, DirMode: tc.dirMode, SegmentBytes: 4096}})
 			if err != nil {
 				t.Fatal(err)
 			}

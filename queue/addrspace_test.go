@@ -1,9 +1,11 @@
-package engine
+package queue
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // TestQueueAddressSpaceBounded: a queue retires its dropped segments'
@@ -11,8 +13,8 @@ import (
 // so a long run through many segments does not grow the process's mappings.
 func TestQueueAddressSpaceBounded(t *testing.T) {
 	clock := newFakeClock()
-	q, err := OpenQueue(t.TempDir(), QueueOptions{
-		Log:                Options{SegmentBytes: 8 << 10, MaxRecordBytes: 1 << 10},
+	q, err := Open(t.TempDir(), Options{
+		Log:                engine.Options{SegmentBytes: 8 << 10, MaxRecordBytes: 1 << 10},
 		Clock:              clock,
 		CheckpointInterval: time.Second,
 	})

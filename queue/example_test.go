@@ -1,4 +1,4 @@
-package engine_test
+package queue_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 // A work queue: send, receive (the message is hidden until its deadline),
@@ -20,7 +20,7 @@ func ExampleQueue() {
 	}
 	defer os.RemoveAll(dir)
 
-	q, err := engine.OpenQueue(dir, engine.QueueOptions{Visibility: time.Minute})
+	q, err := queue.Open(dir, queue.Options{Visibility: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func ExampleQueue() {
 	}
 
 	// Message 1 was received but not deleted: it comes back first.
-	q, err = engine.OpenQueue(dir, engine.QueueOptions{})
+	q, err = queue.Open(dir, queue.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // fakeClock is the engine's ManualClock, started at a fixed date.
@@ -21,10 +23,10 @@ func newFakeClock() *fakeClock {
 const testVisibility = 10 * time.Second
 
 // openTestQueue opens a queue in dir with a fake clock and small segments.
-func openTestQueue(t testing.TB, dir string, clock *fakeClock, mod ...func(*QueueOptions)) *Queue {
+func openTestQueue(t testing.TB, dir string, clock *fakeClock, mod ...func(*Options)) *Queue {
 	t.Helper()
-	o := QueueOptions{
-		Log:                Options{SegmentBytes: 4096},
+	o := Options{
+		Log:                engine.Options{SegmentBytes: 4096},
 		Visibility:         testVisibility,
 		CheckpointInterval: time.Second,
 		Clock:              clock,
@@ -32,9 +34,9 @@ func openTestQueue(t testing.TB, dir string, clock *fakeClock, mod ...func(*Queu
 	for _, m := range mod {
 		m(&o)
 	}
-	q, err := OpenQueue(dir, o)
+	q, err := Open(dir, o)
 	if err != nil {
-		t.Fatalf("OpenQueue: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	return q
 }
@@ -300,17 +302,17 @@ func TestQueueCloseWakesReceivers(t *testing.T) {
 	waitFor(t, "3 blocked receivers", func() bool { return blockedReceivers(q) == 3 })
 	mustCloseQueue(t, q)
 	for range 3 {
-		if err := <-errc; !errors.Is(err, ErrClosed) {
+		if err := <-errc; !errors.Is(err, engine.ErrClosed) {
 			t.Fatalf("blocked Receive at Close: %v", err)
 		}
 	}
-	if _, err := q.Send(nil); !errors.Is(err, ErrClosed) {
+	if _, err := q.Send(nil); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("Send after Close: %v", err)
 	}
-	if err := q.Delete(0); !errors.Is(err, ErrClosed) {
+	if err := q.Delete(0); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("Delete after Close: %v", err)
 	}
-	if err := q.Close(); !errors.Is(err, ErrClosed) {
+	if err := q.Close(); !errors.Is(err, engine.ErrClosed) {
 		t.Errorf("second Close: %v", err)
 	}
 }
@@ -354,7 +356,7 @@ func TestQueueDiscard(t *testing.T) {
 			t.Fatalf("Discard(%d): %v", off, err)
 		}
 	}
-	if err := q.Discard(5); !errors.Is(err, ErrNotFound) {
+	if err := q.Discard(5); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("Discard beyond the end: %v", err)
 	}
 	if err := q.Delete(3); err != nil {
@@ -369,17 +371,17 @@ func TestQueueDiscard(t *testing.T) {
 }
 
 func TestQueueBadOptions(t *testing.T) {
-	for _, o := range []QueueOptions{
-		{Log: Options{ReadOnly: true}},
+	for _, o := range []Options{
+		{Log: engine.Options{ReadOnly: true}},
 		{Visibility: -1},
 		{CheckpointInterval: -time.Second},
-		{Log: Options{SegmentBytes: -1}},
+		{Log: engine.Options{SegmentBytes: -1}},
 	} {
-		if q, err := OpenQueue(t.TempDir(), o); !errors.Is(err, ErrBadOptions) {
+		if q, err := Open(t.TempDir(), o); !errors.Is(err, engine.ErrBadOptions) {
 			if q != nil {
 				q.Close()
 			}
-			t.Errorf("OpenQueue(%+v): %v, want ErrBadOptions", o, err)
+			t.Errorf("Open(%+v): %v, want engine.ErrBadOptions", o, err)
 		}
 	}
 }
@@ -405,7 +407,7 @@ func TestQueueOneTimerForIncreasingDeadlines(t *testing.T) {
 // only synced messages, and Delete returns once its delete record is synced.
 func TestQueueSyncAlways(t *testing.T) {
 	dir := t.TempDir()
-	always := func(o *QueueOptions) { o.Log.Sync = SyncAlways }
+	always := func(o *Options) { o.Log.Sync = engine.SyncAlways }
 	q := openTestQueue(t, dir, newFakeClock(), always)
 	for i := range 5 {
 		off := mustSend(t, q, fmt.Sprint("body ", i))
@@ -454,7 +456,7 @@ func TestQueueReceiveDamagedRecord(t *testing.T) {
 	defer mustCloseQueue(t, q)
 	tryRecv(t, q)
 	m, err := q.Receive(cancelled)
-	if !errors.Is(err, ErrCorrupt) || m.Offset != 1 || m.Receives != 1 {
+	if !errors.Is(err, engine.ErrCorrupt) || m.Offset != 1 || m.Receives != 1 {
 		t.Fatalf("Receive of the damaged record: %+v, %v", m, err)
 	}
 	mustDelete(t, q, 1)

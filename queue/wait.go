@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"slices"
@@ -7,7 +7,7 @@ import (
 
 // Clock is a Queue's source of time: deadlines are Now() + Visibility, and
 // the queue sleeps with AfterFunc until the earliest deadline and between
-// head checkpoints. QueueOptions.Clock nil means the system clock; tests of
+// head checkpoints. Options.Clock nil means the system clock; tests of
 // code built on a queue can pass a ManualClock and move time themselves.
 type Clock interface {
 	Now() time.Time

@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 var (
@@ -89,7 +91,7 @@ func (r *modelRun) run(steps int) {
 	}
 }
 
-func modelOptions(o *QueueOptions) {
+func modelOptions(o *Options) {
 	o.Log.SegmentBytes = 8192
 	o.CheckpointInterval = 3 * time.Second
 }
@@ -218,7 +220,7 @@ func (r *modelRun) discard() {
 	err := r.q.Discard(off)
 	r.note("discard %d -> %v", off, err)
 	if off >= uint64(len(r.msgs)) {
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, engine.ErrNotFound) {
 			r.fail("Discard(%d) beyond the end = %v", off, err)
 		}
 		return
@@ -250,7 +252,7 @@ func (r *modelRun) reopen(crash bool) {
 	}
 	r.dir = dir
 	r.q = openTestQueue(r.t, dir, r.clock, modelOptions)
-	if rec := r.q.Recovery(); rec.CheckpointError != nil || len(rec.DeleteDamage) > 0 || rec.Placeholders > 0 {
+	if rec := r.q.Recovery(); rec.CheckpointError != nil || len(rec.DeleteDamage) > 0 || rec.Lost > 0 {
 		r.fail("recovery after a reopen: %+v", rec)
 	}
 	for i := range r.msgs {

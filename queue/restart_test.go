@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"bufio"
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // fillAndConsume sends n messages, receives them all and deletes those for
@@ -85,7 +87,7 @@ func TestQueueRestartDamagedHead(t *testing.T) {
 	}{
 		{"bit flip in head", func(b []byte) []byte { b[5] ^= 1; return b }},
 		{"bit flip in checksum", func(b []byte) []byte { b[12] ^= 0x80; return b }},
-		{"unknown version", func(b []byte) []byte { b[0] = 2; return b }},
+		{"unknown version", func(b []byte) []byte { b[0] = 9; return b }},
 		{"truncated", func(b []byte) []byte { return b[:7] }},
 		{"empty", func(b []byte) []byte { return nil }},
 		{"too long", func(b []byte) []byte { return append(b, 0) }},
@@ -108,7 +110,7 @@ func TestQueueRestartDamagedHead(t *testing.T) {
 			q = openTestQueue(t, dir, clock)
 			defer mustCloseQueue(t, q)
 			rec := q.Recovery()
-			if rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, ErrBadFile) {
+			if rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, engine.ErrBadFile) {
 				t.Fatalf("recovery: %+v", rec)
 			}
 			// The delete log was not trimmed (no segment lies below the
@@ -194,7 +196,7 @@ func TestQueueRestartLostTail(t *testing.T) {
 
 	q = openTestQueue(t, dir, clock)
 	rec := q.Recovery()
-	if rec.Placeholders != 5 || rec.Head != 8 {
+	if rec.Lost != 5 || rec.Head != 8 {
 		t.Fatalf("recovery: %+v", rec)
 	}
 	if off := mustSend(t, q, "body 8"); off != 8 {
@@ -206,7 +208,7 @@ func TestQueueRestartLostTail(t *testing.T) {
 	os.Remove(filepath.Join(dir, headName)) // the placeholders' delete records suffice
 	q = openTestQueue(t, dir, clock)
 	defer mustCloseQueue(t, q)
-	if rec := q.Recovery(); rec.Head != 8 || rec.Placeholders != 0 {
+	if rec := q.Recovery(); rec.Head != 8 || rec.Lost != 0 {
 		t.Fatalf("second recovery: %+v", rec)
 	}
 	wantRedelivery(t, q, []uint64{8})
@@ -218,11 +220,11 @@ func loseTail(t *testing.T, dir string, n int) {
 	t.Helper()
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Type().IsRegular() && e.Name() != headName && e.Name() != lockName {
+		if e.Type().IsRegular() && e.Name() != headName && e.Name() != "LOCK" {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-	l, err := Open(dir, Options{})
+	l, err := engine.Open(dir, engine.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ func TestQueueRestartKill9(t *testing.T) {
 	q := openTestQueue(t, dir, newFakeClock())
 	defer mustCloseQueue(t, q)
 	rec := q.Recovery()
-	if rec.HeadFrom != "checkpoint" || rec.Log.Clean || rec.Placeholders != 0 {
+	if rec.HeadFrom != "checkpoint" || rec.Log.Clean || rec.Lost != 0 {
 		t.Fatalf("recovery: %+v", rec)
 	}
 	if rec.Head == 0 || rec.DeletesApplied == 0 {
@@ -304,8 +306,8 @@ func parseKillOutput(t *testing.T, out []byte) (int, map[uint64]bool) {
 
 // queueKillChild is the child of TestQueueRestartKill9.
 func queueKillChild(dir string) {
-	q, err := OpenQueue(dir, QueueOptions{
-		Log:                Options{SegmentBytes: 8192, Sync: SyncNone},
+	q, err := Open(dir, Options{
+		Log:                engine.Options{SegmentBytes: 8192, Sync: engine.SyncNone},
 		Visibility:         time.Hour,
 		CheckpointInterval: time.Millisecond,
 	})

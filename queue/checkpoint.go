@@ -1,14 +1,16 @@
-package engine
+package queue
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+
+	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/checkpoint"
 )
 
 // queue.head, the head checkpoint, replaced atomically (temporary file,
@@ -16,37 +18,59 @@ import (
 //
 // On-disk format: never change, bump the version instead.
 //
+//	version 2 (written):
 //	byte  size  field
-//	0     1     version (1)
+//	0     1     version (2)
 //	1     8     head: every message below it is deleted
-//	9     4     CRC-32C of bytes 0..8
+//	9     8     end: every offset below it was given to a message
+//	17    4     CRC-32C of bytes 0..16
+//
+//	version 1 (read): version (1), head (8), CRC-32C (4); no end.
 const (
-	headName    = "queue.head"
-	headVersion = 1
-	headSize    = 13
+	headName     = "queue.head"
+	headVersion  = 2
+	headSize     = 21
+	headVersion1 = 1
+	headSize1    = 13
 )
 
-func encodeHead(head uint64) []byte {
-	b := make([]byte, headSize)
-	b[0] = headVersion
-	binary.BigEndian.PutUint64(b[1:], head)
-	binary.BigEndian.PutUint32(b[9:], crc32.Checksum(b[:9], castagnoli))
-	return b
+// headState is what queue.head holds.
+type headState struct {
+	head uint64
+	end  uint64 // 0 in a version 1 file
 }
 
-func decodeHead(b []byte) (uint64, error) {
-	if err := checkSmallFile(b, headSize, headName, headVersion); err != nil {
-		return 0, err
+func encodeHead(h headState) []byte {
+	b := make([]byte, headSize)
+	b[0] = headVersion
+	binary.BigEndian.PutUint64(b[1:], h.head)
+	binary.BigEndian.PutUint64(b[9:], h.end)
+	return checkpoint.Seal(b)
+}
+
+func decodeHead(b []byte) (headState, error) {
+	if len(b) > 0 && b[0] == headVersion1 {
+		if err := checkpoint.Check(b, headSize1, headName, headVersion1); err != nil {
+			return headState{}, err
+		}
+		return headState{head: binary.BigEndian.Uint64(b[1:])}, nil
 	}
-	return binary.BigEndian.Uint64(b[1:]), nil
+	if err := checkpoint.Check(b, headSize, headName, headVersion); err != nil {
+		return headState{}, err
+	}
+	h := headState{head: binary.BigEndian.Uint64(b[1:]), end: binary.BigEndian.Uint64(b[9:])}
+	if h.end < h.head {
+		return headState{}, &checkpoint.BadFileError{Name: headName, Why: fmt.Sprintf("end %d below head %d", h.end, h.head)}
+	}
+	return h, nil
 }
 
 // readHead reads queue.head; the error wraps fs.ErrNotExist when there is
 // none.
-func readHead(dir string) (uint64, error) {
+func readHead(dir string) (headState, error) {
 	b, err := os.ReadFile(filepath.Join(dir, headName))
 	if err != nil {
-		return 0, fmt.Errorf("pagelog: read %s: %w", headName, err)
+		return headState{}, fmt.Errorf("pagelog: read %s: %w", headName, err)
 	}
 	return decodeHead(b)
 }
@@ -55,7 +79,8 @@ func readHead(dir string) (uint64, error) {
 type checkpointState struct {
 	mu      sync.Mutex // serializes checkpoints; guards the fields below
 	head    uint64     // head in queue.head
-	written bool       // queue.head holds head
+	end     uint64     // end in queue.head
+	written bool       // queue.head holds head and end
 	timer   Timer
 	stopped bool
 
@@ -106,32 +131,47 @@ func (q *Queue) stopCheckpoints() error {
 	return q.checkpoint()
 }
 
-// checkpoint writes the head to queue.head if it moved, then removes the
-// segments of both logs that lie wholly below it. Called with q.ck.mu held.
+// checkpoint writes the head and the end to queue.head if either moved,
+// then removes the segments of both logs that lie wholly below the head.
+// Called with q.ck.mu held.
+//
+// The end bounds the offsets of new messages after a restart: a power
+// failure under SyncNone or SyncInterval can lose the log's unsynced tail,
+// but never an offset below the end of a durable checkpoint, which is given
+// to no new message (see fillLost).
 func (q *Queue) checkpoint() error {
 	q.mu.Lock()
 	head := q.t.Head()
 	q.mu.Unlock()
+	end := q.log.Next()
 	var err error
-	if !q.ck.written || head != q.ck.head {
-		err = q.writeHead(head)
+	if !q.ck.written || head != q.ck.head || end != q.ck.end {
+		err = q.writeHead(headState{head: head, end: end})
 	}
 	q.ck.shown.Store(&checkpointReport{head: q.ck.head, err: err})
 	return err
 }
 
-func (q *Queue) writeHead(head uint64) error {
-	if q.opts.Log.Sync != SyncNone {
+func (q *Queue) writeHead(h headState) error {
+	if q.opts.Log.Sync != engine.SyncNone {
 		// Every delete record below head is durable before head is.
 		if err := q.dels.Sync(); err != nil {
 			return err
 		}
 	}
-	if err := replaceFile(q.dir, headName, encodeHead(head), q.log.opts.FileMode); err != nil {
+	if err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode()); err != nil {
 		return err
 	}
-	q.ck.head, q.ck.written = head, true
-	return q.dropBelow(head)
+	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
+	return q.dropBelow(h.head)
+}
+
+// fileMode is the permission of the queue's files.
+func (q *Queue) fileMode() os.FileMode {
+	if m := q.opts.Log.FileMode; m != 0 {
+		return m
+	}
+	return 0o600
 }
 
 // dropBelow removes the delete-log segments whose records all name

@@ -1,32 +1,35 @@
-package engine
+package queue
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
+
+	"github.com/pagelog/pagelog/engine"
 
 	"github.com/pagelog/pagelog/inflight"
 )
 
 // The delete log: D/deletes/ is an ordinary Log (same records, each with
-// its CRC-32C) whose record bodies are the deleted message's offset, 8 bytes
-// big-endian. Its segments are small so that the ones below the head can be
-// removed soon.
+// its CRC-32C). A record's body is the deleted message's offset, 8 bytes
+// big-endian, or a range of deleted offsets [from, to), 16 bytes (offsets
+// lost in a power failure, see fillLost). Its segments are small so that
+// the ones below the head can be removed soon.
 //
 // On-disk format: never change, bump the version instead.
 const (
 	deletesDir        = "deletes"
 	deleteRecordBytes = 8
+	deleteRangeBytes  = 16
 )
 
 // deleteSegmentBytes is the delete log's segment size (a variable so that
 // tests can make segments roll sooner).
 var deleteSegmentBytes int64 = 1 << 20
 
-// QueueRecovery reports what OpenQueue found and did.
-type QueueRecovery struct {
+// Recovery reports what Open found and did.
+type Recovery struct {
 	Head     uint64 // the head the queue started from
 	HeadFrom string // "checkpoint", "log start (no checkpoint)" or "log start (checkpoint damaged)"
 	// CheckpointError tells why queue.head was not trusted (nil when it
@@ -38,29 +41,30 @@ type QueueRecovery struct {
 	DeletesApplied int      // of them naming a message at or above the head
 	DeleteDamage   []string // damaged delete records, skipped (each may cause a redelivery)
 
-	// Placeholders counts empty records appended so that offsets are never
-	// reused, when the head or the delete log named offsets the message
-	// log had lost (possible after a power failure under SyncNone or
-	// SyncInterval). They count as deleted.
-	Placeholders uint64
+	// Lost counts offsets that were given to messages (queue.head's end,
+	// the head or a delete record names them) but that the message log no
+	// longer holds: its unsynced tail was lost in a power failure under
+	// SyncNone or SyncInterval. The log skips them (they are never given
+	// to a new message) and they count as deleted.
+	Lost uint64
 
-	Log     Recovery // the message log's Open
-	Deletes Recovery // the delete log's Open
+	Log     engine.Recovery // the message log's Open
+	Deletes engine.Recovery // the delete log's Open
 }
 
 // deleteLogOptions are the options of the delete log: small segments, the
 // queue's permissions and sync policy. Under SyncAlways the queue waits
 // for each record itself (outside its lock), so the log runs SyncNone.
-func deleteLogOptions(o Options) Options {
-	d := Options{
+func deleteLogOptions(o engine.Options) engine.Options {
+	d := engine.Options{
 		SegmentBytes: deleteSegmentBytes,
 		Sync:         o.Sync,
 		SyncInterval: o.SyncInterval,
 		FileMode:     o.FileMode,
 		DirMode:      o.DirMode,
 	}
-	if d.Sync == SyncAlways {
-		d.Sync = SyncNone
+	if d.Sync == engine.SyncAlways {
+		d.Sync = engine.SyncNone
 	}
 	return d
 }
@@ -79,12 +83,12 @@ func (q *Queue) restore() error {
 			return err
 		}
 	}
-	head := q.startHead()
-	skip, err := q.fillLost(head, q.replayDeletes(head))
-	if err != nil {
+	h := q.startHead()
+	skip := q.replayDeletes(h.head)
+	if err := q.skipLost(h, skip); err != nil {
 		return err
 	}
-	q.t = inflight.New(head)
+	q.t = inflight.New(h.head)
 	q.skip = skip
 	if err := q.skipAhead(); err != nil {
 		return err
@@ -95,80 +99,84 @@ func (q *Queue) restore() error {
 
 // startHead reads the head checkpoint, falling back to the log's first
 // offset when there is none or it is damaged.
-func (q *Queue) startHead() uint64 {
+func (q *Queue) startHead() headState {
 	rec := &q.recovery
 	first := q.log.First()
-	head, err := readHead(q.dir)
+	h, err := readHead(q.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		rec.HeadFrom = "log start (no checkpoint)"
-		return first
+		return headState{head: first}
 	case err != nil:
 		rec.HeadFrom = "log start (checkpoint damaged)"
 		rec.CheckpointError = err
-		return first
+		return headState{head: first}
 	}
 	rec.HeadFrom = "checkpoint"
-	q.ck.head, q.ck.written = head, true
-	return max(head, first)
+	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
+	h.head = max(h.head, first)
+	return h
 }
 
 // replayDeletes reads the delete log and returns the deleted offsets at or
-// above head, sorted and without repeats. Damaged records are reported and
-// skipped: losing one only redelivers its message.
-func (q *Queue) replayDeletes(head uint64) []uint64 {
+// above head. Damaged records are reported and stepped over: losing one
+// only redelivers its message (the delete log is a Log, whose recovery
+// never cuts damage followed by a whole record).
+func (q *Queue) replayDeletes(head uint64) *skipSet {
 	rec := &q.recovery
-	var skip []uint64
+	skip := &skipSet{}
 	for r, err := range q.dels.Records(q.dels.First()) {
-		if err == nil && len(r.Body) != deleteRecordBytes {
-			err = fmt.Errorf("%w: delete record %d has %d bytes, want %d", ErrCorrupt, r.Offset, len(r.Body), deleteRecordBytes)
+		var from, to uint64
+		if err == nil {
+			switch len(r.Body) {
+			case deleteRecordBytes:
+				from = binary.BigEndian.Uint64(r.Body)
+				to = from + 1
+			case deleteRangeBytes:
+				from, to = binary.BigEndian.Uint64(r.Body), binary.BigEndian.Uint64(r.Body[8:])
+				if to <= from {
+					err = fmt.Errorf("%w: delete record %d names the empty range [%d, %d)", engine.ErrCorrupt, r.Offset, from, to)
+				}
+			default:
+				err = fmt.Errorf("%w: delete record %d has %d bytes, want %d or %d", engine.ErrCorrupt, r.Offset, len(r.Body), deleteRecordBytes, deleteRangeBytes)
+			}
 		}
 		if err != nil {
 			rec.DeleteDamage = append(rec.DeleteDamage, err.Error())
 			continue
 		}
-		msg := binary.BigEndian.Uint64(r.Body)
 		rec.DeleteRecords++
-		q.buckets.add(r.Offset, msg)
-		if msg >= head {
-			skip = append(skip, msg)
-		}
+		q.buckets.add(r.Offset, to-1)
+		skip.add(max(from, head), to)
 	}
-	slices.Sort(skip)
-	skip = slices.Compact(skip)
-	rec.DeletesApplied = len(skip)
+	rec.DeletesApplied = int(skip.count())
 	return skip
 }
 
-// fillLost appends empty placeholder records when the head or a delete
-// record names an offset the message log does not hold (its tail was lost
-// in a power failure under SyncNone or SyncInterval), so that no new
-// message takes an offset already known as deleted. Placeholders at or
-// above the head that were not deleted get a delete record too.
-func (q *Queue) fillLost(head uint64, skip []uint64) ([]uint64, error) {
-	need := head
-	if n := len(skip); n > 0 {
-		need = max(need, skip[n-1]+1)
+// skipLost handles offsets that were given to messages but that the
+// message log no longer holds (its unsynced tail was lost in a power
+// failure under SyncNone or SyncInterval): queue.head's end, the head and
+// the delete records bound the offsets already given out. The log skips to
+// that bound, so that no new message ever takes one of them, and the lost
+// ones at or above the head that were not deleted already are deleted with
+// one range record: their bodies are gone.
+func (q *Queue) skipLost(h headState, skip *skipSet) error {
+	need := max(h.head, h.end, skip.end())
+	next := q.log.Next()
+	if next >= need {
+		return nil
 	}
-	for next := q.log.Next(); next < need; next = q.log.Next() {
-		off, err := q.log.Append(nil)
-		if err != nil {
-			return nil, err
-		}
-		q.recovery.Placeholders++
-		if _, found := slices.BinarySearch(skip, off); off >= head && !found {
-			if _, err := q.appendDelete(off); err != nil {
-				return nil, err
-			}
-			skip = insertSorted(skip, off)
-		}
+	if err := q.log.SkipTo(need); err != nil {
+		return err
 	}
-	if q.recovery.Placeholders > 0 {
-		if err := errors.Join(q.log.Sync(), q.dels.Sync()); err != nil {
-			return nil, err
+	q.recovery.Lost = need - next
+	if from := max(next, h.head); from < need {
+		if _, err := q.appendDeleteRange(from, need); err != nil {
+			return err
 		}
+		skip.add(from, need)
 	}
-	return skip, nil
+	return errors.Join(q.log.Sync(), q.dels.Sync())
 }
 
 // appendDelete appends the delete record of offset and returns its offset in
@@ -185,20 +193,21 @@ func (q *Queue) appendDelete(offset uint64) (uint64, error) {
 	return at, nil
 }
 
-// skipped reports whether offset, at or above the cursor, is known deleted.
-func (q *Queue) skipped(offset uint64) bool {
-	_, found := slices.BinarySearch(q.skip, offset)
-	return found
+// appendDeleteRange appends one delete record for the offsets [from, to).
+func (q *Queue) appendDeleteRange(from, to uint64) (uint64, error) {
+	var b [deleteRangeBytes]byte
+	binary.BigEndian.PutUint64(b[:], from)
+	binary.BigEndian.PutUint64(b[8:], to)
+	at, err := q.dels.Append(b[:])
+	if err != nil {
+		return 0, fmt.Errorf("pagelog: delete record of [%d, %d): %w", from, to, err)
+	}
+	q.buckets.add(at, to-1)
+	return at, nil
 }
 
-// insertSorted inserts v into the ascending slice s unless it is there.
-func insertSorted(s []uint64, v uint64) []uint64 {
-	i, found := slices.BinarySearch(s, v)
-	if found {
-		return s
-	}
-	return slices.Insert(s, i, v)
-}
+// skipped reports whether offset, at or above the cursor, is known deleted.
+func (q *Queue) skipped(offset uint64) bool { return q.skip.contains(offset) }
 
 // deleteBuckets tracks, per run of deleteBucketSize consecutive delete-log
 // offsets, the highest message offset deleted there (+1, 0 when none), so

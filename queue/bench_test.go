@@ -1,4 +1,4 @@
-package engine
+package queue
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // BenchmarkQueueCycle: one goroutine, 1 KiB bodies, SyncNone, one
 // Send+Receive+Delete per op. Each cycle is timed on its own: p50-ns and
 // p99-ns are its quantiles. Target: p50 <= 1.5 µs.
 func BenchmarkQueueCycle(b *testing.B) {
-	q, err := OpenQueue(b.TempDir(), QueueOptions{Log: Options{Sync: SyncNone}})
+	q, err := Open(b.TempDir(), Options{Log: engine.Options{Sync: engine.SyncNone}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func BenchmarkQueueInFlightMemory(b *testing.B) {
 	const n = 1_000_000
 	for range b.N {
 		b.StopTimer()
-		q, err := OpenQueue(b.TempDir(), QueueOptions{Clock: newFakeClock()})
+		q, err := Open(b.TempDir(), Options{Clock: newFakeClock()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func BenchmarkQueueExpire100k(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		clock := newFakeClock()
-		q, err := OpenQueue(b.TempDir(), QueueOptions{Clock: clock, Visibility: time.Minute, CheckpointInterval: time.Hour})
+		q, err := Open(b.TempDir(), Options{Clock: clock, Visibility: time.Minute, CheckpointInterval: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

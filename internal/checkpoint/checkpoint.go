@@ -1,0 +1,98 @@
+// Package checkpoint writes and checks the small checkpoint files of a log
+// and of a queue (log.meta, log.clean, log.recovery, queue.head): a
+// version byte, big-endian fields, then a CRC-32C of the bytes before it,
+// replaced atomically (a temporary file, fsync, rename over the old one,
+// fsync of the directory). A file that fails its checks is never trusted:
+// its reader falls back to what the log itself says.
+package checkpoint
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+)
+
+// ErrBadFile is matched by every BadFileError.
+var ErrBadFile = errors.New("pagelog: damaged checkpoint file")
+
+// BadFileError reports a checkpoint file that fails its checks.
+type BadFileError struct {
+	Name string // the file's name
+	Why  string // what is wrong with it
+}
+
+func (e *BadFileError) Error() string { return "pagelog: " + e.Name + " is damaged: " + e.Why }
+
+func (e *BadFileError) Unwrap() error { return ErrBadFile }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Sum is the CRC-32C every checkpoint ends with.
+func Sum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Seal writes the CRC-32C of b[:len(b)-4] into its last 4 bytes.
+func Seal(b []byte) []byte {
+	binary.BigEndian.PutUint32(b[len(b)-4:], Sum(b[:len(b)-4]))
+	return b
+}
+
+// Check checks the size, version byte and trailing CRC-32C of a checkpoint
+// named name. A file that fails gives a *BadFileError.
+func Check(b []byte, size int, name string, version byte) error {
+	if len(b) != size {
+		return &BadFileError{Name: name, Why: fmt.Sprintf("%d bytes, want %d", len(b), size)}
+	}
+	if b[0] != version {
+		return &BadFileError{Name: name, Why: fmt.Sprintf("version %d, this build reads %d", b[0], version)}
+	}
+	if got, want := binary.BigEndian.Uint32(b[size-4:]), Sum(b[:size-4]); got != want {
+		return &BadFileError{Name: name, Why: fmt.Sprintf("checksum %08x, want %08x", got, want)}
+	}
+	return nil
+}
+
+// Replace writes data to dir/name atomically: a temporary file, fsync,
+// rename over the old one, fsync of the directory.
+func Replace(dir, name string, data []byte, mode os.FileMode) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("pagelog: write %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("pagelog: write %s: %w", name, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir makes the directory's entries (new, renamed and removed files)
+// durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("pagelog: sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("pagelog: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
