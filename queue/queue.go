@@ -80,6 +80,8 @@ type Queue struct {
 
 	ck       checkpointState
 	recovery Recovery
+	epoch    time.Time // the Clock's time at Open: the queue's time 0 (see now)
+	pins     pins      // records of handed-out bodies, kept until their deadlines
 }
 
 // Options configure a Queue. Zero fields mean the defaults.
@@ -97,10 +99,14 @@ type Options struct {
 	Clock Clock
 }
 
-// Queue defaults.
+// Queue defaults and limits.
 const (
 	DefaultVisibility         = 30 * time.Second
 	DefaultCheckpointInterval = time.Second
+	// MaxVisibility bounds how long a message may stay hidden: deadlines
+	// are nanoseconds on the queue's own clock, and a year keeps every
+	// one far from overflow.
+	MaxVisibility = 365 * 24 * time.Hour
 )
 
 // ErrNotInFlight is returned by Delete for an offset that was not handed
@@ -113,6 +119,8 @@ type Message struct {
 	Body     []byte    // zero-copy; see the Queue's body lifetime rule
 	Receives int       // 1 on the first hand-out, +1 at each hand-out after a deadline passed
 	Deadline time.Time // hidden from other receivers until then
+
+	deadline int64 // the same, on the queue's monotonic time base
 }
 
 // Stats is a snapshot of a queue's positions and counters.
@@ -142,8 +150,10 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Log.ReadOnly:
 		return o, fmt.Errorf("%w: a queue cannot be opened read-only", engine.ErrBadOptions)
-	case o.Visibility < 0 || o.CheckpointInterval < 0:
-		return o, fmt.Errorf("%w: negative Visibility or CheckpointInterval", engine.ErrBadOptions)
+	case o.Visibility < 0 || o.Visibility > MaxVisibility:
+		return o, fmt.Errorf("%w: Visibility %v outside [0, %v] (0: %v)", engine.ErrBadOptions, o.Visibility, MaxVisibility, DefaultVisibility)
+	case o.CheckpointInterval < 0:
+		return o, fmt.Errorf("%w: CheckpointInterval %v is negative (0: %v)", engine.ErrBadOptions, o.CheckpointInterval, DefaultCheckpointInterval)
 	}
 	if o.Visibility == 0 {
 		o.Visibility = DefaultVisibility
@@ -186,6 +196,7 @@ func Open(dir string, opts Options) (*Queue, error) {
 	q := &Queue{
 		dir: dir, opts: opts, clock: opts.Clock, vis: opts.Visibility,
 		log: l, dels: dels, syncEnd: opts.Log.Sync == engine.SyncAlways,
+		epoch: opts.Clock.Now(),
 	}
 	if err := q.restore(); err != nil {
 		_ = dels.Close()
@@ -225,13 +236,16 @@ func (q *Queue) Send(body []byte) (uint64, error) {
 // Receive hands out a message and hides it until its deadline: first the
 // ready-again message with the lowest offset, else the one at the cursor.
 // When none is ready it blocks until one is (a Send, an expiring deadline),
-// the queue is closed (ErrClosed) or ctx is done (ctx.Err()); ctx is only
-// consulted when Receive would block.
+// the queue is closed (ErrClosed) or ctx is done (ctx.Err()). A context
+// that is already done returns ctx.Err() at once and hands out nothing.
 //
 // A message whose record fails its checks is handed out like any other,
 // with an error wrapping ErrCorrupt and the Message's Offset, Receives and
 // Deadline set: delete it to skip it, or it comes back after its deadline.
 func (q *Queue) Receive(ctx context.Context) (Message, error) {
+	if err := ctx.Err(); err != nil {
+		return Message{}, err // a done context changes nothing
+	}
 	q.inside.Add(1)
 	defer q.inside.Add(-1)
 	for {
@@ -251,6 +265,45 @@ func (q *Queue) Receive(ctx context.Context) (Message, error) {
 	}
 }
 
+// TryReceive is Receive without waiting: ok is false, and nothing changes,
+// when no message is ready now.
+func (q *Queue) TryReceive() (m Message, ok bool, err error) {
+	m, w, err := q.tryReceiveNow()
+	if err != nil {
+		return Message{}, false, err
+	}
+	if !w {
+		return Message{}, false, nil
+	}
+	m, err = q.readBody(m)
+	return m, true, err
+}
+
+// tryReceiveNow hands out a message if one is ready; handed is false when
+// none is.
+func (q *Queue) tryReceiveNow() (Message, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return Message{}, false, engine.ErrClosed
+	}
+	m, ok, err := q.handOut()
+	return m, ok, err
+}
+
+// handOut hands out the next ready message, if any. Called with q.mu held.
+func (q *Queue) handOut() (Message, bool, error) {
+	now := q.now()
+	q.expire(now)
+	deadline := now + int64(q.vis)
+	off, recv, ok, err := q.take(deadline)
+	if err != nil || !ok {
+		return Message{}, false, err
+	}
+	q.armTimer(now)
+	return Message{Offset: off, Receives: recv, Deadline: q.wallTime(deadline), deadline: deadline}, true, nil
+}
+
 // tryReceive hands out a message, or registers the caller as a waiter and
 // returns the channel that wakes it.
 func (q *Queue) tryReceive() (Message, chan struct{}, error) {
@@ -259,18 +312,14 @@ func (q *Queue) tryReceive() (Message, chan struct{}, error) {
 	if q.closed.Load() {
 		return Message{}, nil, engine.ErrClosed
 	}
-	now := q.clock.Now()
-	q.expire(now.UnixNano())
-	deadline := now.Add(q.vis)
-	off, recv, ok, err := q.take(deadline.UnixNano())
+	m, ok, err := q.handOut()
 	if err != nil {
 		return Message{}, nil, err
 	}
 	if !ok {
 		return Message{}, q.waiters.add(), nil
 	}
-	q.armTimer(now.UnixNano())
-	return Message{Offset: off, Receives: recv, Deadline: deadline}, nil, nil
+	return m, nil, nil
 }
 
 // take hands out the next message with the given deadline: the lowest
@@ -328,16 +377,25 @@ func (q *Queue) end() uint64 {
 	return q.log.Next()
 }
 
-// readBody fills in m's body from the log. The log keeps its own reference
-// on the segment until Close (or until the segment lies below a checkpointed
-// head), so the record is released at once.
+// readBody fills in m's body from the log, and keeps the record (the
+// mapping of its segment) until the hand-out's deadline: the body lifetime
+// rule names the receiver's own deadline, whatever else happens to the
+// message meanwhile (another receiver's late Delete, the head moving past
+// it and its segment dropped).
 func (q *Queue) readBody(m Message) (Message, error) {
 	r, err := q.log.Read(m.Offset)
 	if err != nil {
 		return m, fmt.Errorf("pagelog: receive offset %d: %w", m.Offset, err)
 	}
 	m.Body = r.Body
-	r.Release()
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		r.Release()
+		return m, nil
+	}
+	q.pins.push(m.deadline, r)
+	q.mu.Unlock()
 	return m, nil
 }
 
@@ -429,7 +487,7 @@ func (q *Queue) Stats() Stats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed.Load() {
-		q.expire(q.clock.Now().UnixNano())
+		q.expire(q.now())
 	}
 	head, ckErr := q.ck.snapshot()
 	return Stats{
@@ -452,6 +510,7 @@ func (q *Queue) Close() error {
 	q.closed.Store(true)
 	q.stopTimer()
 	q.waiters.wakeAll()
+	q.pins.releaseAll() // bodies are invalid from now on
 	q.mu.Unlock()
 
 	errs := []error{q.stopCheckpoints()}

@@ -41,23 +41,14 @@ func openTestQueue(t testing.TB, dir string, clock *fakeClock, mod ...func(*Opti
 	return q
 }
 
-var cancelled = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
 // tryRecv receives without blocking: ok is false when nothing is ready.
 func tryRecv(t testing.TB, q *Queue) (Message, bool) {
 	t.Helper()
-	m, err := q.Receive(cancelled)
-	if errors.Is(err, context.Canceled) {
-		return Message{}, false
+	m, ok, err := q.TryReceive()
+	if err != nil && !ok {
+		t.Fatalf("TryReceive: %v", err)
 	}
-	if err != nil {
-		t.Fatalf("Receive: %v", err)
-	}
-	return m, true
+	return m, ok
 }
 
 func mustSend(t testing.TB, q *Queue, body string) uint64 {
@@ -283,10 +274,21 @@ func TestQueueReceiveContext(t *testing.T) {
 	if _, err := q.Receive(dctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Receive with a timeout: %v", err)
 	}
-	// ctx is consulted only when Receive would block.
+	// A done context returns its error and hands out nothing, even when a
+	// message is ready (the Go convention).
 	mustSend(t, q, "ready")
-	if m, err := q.Receive(cancelled); err != nil || m.Offset != 0 {
-		t.Fatalf("Receive with a done ctx and a ready message: %+v, %v", m, err)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 3 {
+		if m, err := q.Receive(done); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Receive with a done ctx and a ready message: %+v, %v", m, err)
+		}
+	}
+	if st := q.Stats(); st.Received != 0 || st.InFlight != 0 {
+		t.Fatalf("a Receive with a done context handed out a message: %+v", st)
+	}
+	if m, err := q.Receive(context.Background()); err != nil || m.Offset != 0 {
+		t.Fatalf("Receive after: %+v, %v", m, err)
 	}
 }
 
@@ -455,8 +457,8 @@ func TestQueueReceiveDamagedRecord(t *testing.T) {
 	q = openTestQueue(t, dir, clock)
 	defer mustCloseQueue(t, q)
 	tryRecv(t, q)
-	m, err := q.Receive(cancelled)
-	if !errors.Is(err, engine.ErrCorrupt) || m.Offset != 1 || m.Receives != 1 {
+	m, ok, err := q.TryReceive()
+	if !ok || !errors.Is(err, engine.ErrCorrupt) || m.Offset != 1 || m.Receives != 1 {
 		t.Fatalf("Receive of the damaged record: %+v, %v", m, err)
 	}
 	mustDelete(t, q, 1)

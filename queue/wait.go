@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"github.com/pagelog/pagelog/engine"
 	"slices"
 	"time"
 )
@@ -86,6 +87,7 @@ func (q *Queue) expire(now int64) {
 	if k := q.t.Expire(now); k > 0 {
 		q.waiters.wake(k)
 	}
+	q.pins.releaseUntil(now)
 }
 
 // armTimer makes sure a timer will fire at or before the earliest deadline.
@@ -95,6 +97,9 @@ func (q *Queue) expire(now int64) {
 // Called with q.mu held.
 func (q *Queue) armTimer(now int64) {
 	next, ok := q.t.NextDeadline()
+	if p, pinned := q.pins.next(); pinned && (!ok || p < next) {
+		next, ok = p, true
+	}
 	if !ok || (q.timer != nil && q.timerAt <= next) {
 		return
 	}
@@ -124,7 +129,88 @@ func (q *Queue) onTimer(gen uint64) {
 	}
 	q.timer = nil
 	q.timerGen++
-	now := q.clock.Now().UnixNano()
+	now := q.now()
 	q.expire(now)
 	q.armTimer(now)
+}
+
+// now is the queue's time: nanoseconds since it was opened, by the Clock.
+// With the system clock the difference is taken on Go's monotonic clock, so
+// a step of the wall clock neither delays nor hastens a deadline.
+func (q *Queue) now() int64 { return int64(q.clock.Now().Sub(q.epoch)) }
+
+// wallTime turns a time of the queue's into a time.Time.
+func (q *Queue) wallTime(t int64) time.Time { return q.epoch.Add(time.Duration(t)) }
+
+// pins keep the records of handed-out bodies (and so their segments'
+// mappings) until each hand-out's deadline. Guarded by Queue.mu.
+type pins struct {
+	h []pinned // a min-heap by deadline
+}
+
+type pinned struct {
+	deadline int64
+	rec      engine.Record
+}
+
+func (p *pins) push(deadline int64, r engine.Record) {
+	p.h = append(p.h, pinned{deadline, r})
+	for i := len(p.h) - 1; i > 0; {
+		up := (i - 1) / 2
+		if p.h[up].deadline <= p.h[i].deadline {
+			break
+		}
+		p.h[up], p.h[i] = p.h[i], p.h[up]
+		i = up
+	}
+}
+
+// next returns the earliest deadline, ok false when nothing is pinned.
+func (p *pins) next() (int64, bool) {
+	if len(p.h) == 0 {
+		return 0, false
+	}
+	return p.h[0].deadline, true
+}
+
+// releaseUntil releases the records whose deadline is at or before now.
+func (p *pins) releaseUntil(now int64) {
+	for len(p.h) > 0 && p.h[0].deadline <= now {
+		r := p.pop()
+		r.Release()
+	}
+}
+
+// releaseAll releases every record (Close).
+func (p *pins) releaseAll() {
+	for _, x := range p.h {
+		x.rec.Release()
+	}
+	p.h = nil
+}
+
+func (p *pins) pop() engine.Record {
+	top := p.h[0].rec
+	last := len(p.h) - 1
+	p.h[0] = p.h[last]
+	p.h[last] = pinned{}
+	p.h = p.h[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(p.h) {
+			break
+		}
+		if c+1 < len(p.h) && p.h[c+1].deadline < p.h[c].deadline {
+			c++
+		}
+		if p.h[i].deadline <= p.h[c].deadline {
+			break
+		}
+		p.h[i], p.h[c] = p.h[c], p.h[i]
+		i = c
+	}
+	if len(p.h) == 0 {
+		p.h = p.h[:0:0] // let the backing array go after a burst
+	}
+	return top
 }

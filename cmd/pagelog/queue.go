@@ -258,19 +258,13 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 func countUndeleted(q *queue.Queue) int {
 	n := 0
 	for {
-		_, err := q.Receive(doneCtx)
-		if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrClosed) {
+		_, ok, _ := q.TryReceive()
+		if !ok {
 			return n
 		}
 		n++ // a damaged record is a message too
 	}
 }
-
-var doneCtx = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 func errString(err error) string {
 	if err == nil {
