@@ -88,3 +88,13 @@ func (s *skipSet) count() uint64 {
 	}
 	return n
 }
+
+// trimFrom removes the offsets at or above off.
+func (s *skipSet) trimFrom(off uint64) {
+	for len(s.r) > 0 && s.r[len(s.r)-1].from >= off {
+		s.r = s.r[:len(s.r)-1]
+	}
+	if n := len(s.r); n > 0 && s.r[n-1].to > off {
+		s.r[n-1].to = off
+	}
+}

@@ -124,8 +124,21 @@ func (q *Queue) startHead() headState {
 // never cuts damage followed by a whole record).
 func (q *Queue) replayDeletes(head uint64) *skipSet {
 	rec := &q.recovery
+	skip, n, damage := replay(q.dels, head, q.buckets.add)
+	rec.DeleteRecords, rec.DeleteDamage = n, damage
+	rec.DeletesApplied = int(skip.count())
+	return skip
+}
+
+// replay reads the delete log dels and returns the deleted offsets at or
+// above head, how many records it read and why the damaged ones are. each,
+// when not nil, gets every good record's offset in the delete log and the
+// highest message offset it names.
+func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet, int, []string) {
 	skip := &skipSet{}
-	for r, err := range q.dels.Records(q.dels.First()) {
+	var n int
+	var damage []string
+	for r, err := range dels.Records(dels.First()) {
 		var from, to uint64
 		if err == nil {
 			switch len(r.Body) {
@@ -142,15 +155,18 @@ func (q *Queue) replayDeletes(head uint64) *skipSet {
 			}
 		}
 		if err != nil {
-			rec.DeleteDamage = append(rec.DeleteDamage, err.Error())
+			if !errors.Is(err, engine.ErrTrimmed) {
+				damage = append(damage, err.Error())
+			}
 			continue
 		}
-		rec.DeleteRecords++
-		q.buckets.add(r.Offset, to-1)
+		n++
+		if each != nil {
+			each(r.Offset, to-1)
+		}
 		skip.add(max(from, head), to)
 	}
-	rec.DeletesApplied = int(skip.count())
-	return skip
+	return skip, n, damage
 }
 
 // skipLost handles offsets that were given to messages but that the

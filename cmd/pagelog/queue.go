@@ -3,15 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -28,12 +32,14 @@ var queueCommands = []command{
 	{"stats", "print the queue's positions and counts, one per line", runQueueStats},
 }
 
-// queueAbout is said once in the usage of every queue subcommand: the
-// in-flight table and its deadlines live in the process that received.
+// queueAbout is said once in the usage of every queue subcommand.
 const queueAbout = "A queue is a directory: its messages are a log (so `pagelog read` works on\n" +
-	"it), beside them queue.head and deletes/. One process at a time may have it\n" +
-	"open. Deadlines live in the receiving process only: when a command exits, what\n" +
-	"it received and did not delete is ready again for the next one."
+	"it), beside them queue.head and deletes/. It is owned by one process at a\n" +
+	"time: send, receive and delete open it for writing and fail while another\n" +
+	"process has it open; stats (like read, dump and verify) only reads and works\n" +
+	"beside it. Deadlines live in the receiving process only: when a command\n" +
+	"exits, what it received and did not delete is ready again for the next one.\n" +
+	"Only send creates a queue."
 
 func runQueue(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "help" {
@@ -51,16 +57,30 @@ func queueUsage(w io.Writer) {
 	fmt.Fprintf(w, "\n%s\n\nRun 'pagelog queue <command> --help' for a command's flags.\n", queueAbout)
 }
 
-// openQueue opens the queue in dir; unless create, the directory must exist.
+// openQueue opens the queue in dir for one of the commands that write.
+// Unless create, the directory must hold a queue already; with create, its
+// parent must exist (a mistyped path is not made into a tree of
+// directories). A queue another process has open is named as such.
 func openQueue(dir string, create bool, opts queue.Options) (*queue.Queue, error) {
-	if !create {
-		if st, err := os.Stat(dir); err != nil {
-			return nil, err
-		} else if !st.IsDir() {
-			return nil, fmt.Errorf("%s is not a directory", dir)
+	if create {
+		if st, err := os.Stat(filepath.Dir(filepath.Clean(dir))); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("%s: the parent directory does not exist (send creates the queue's own directory only)", dir)
 		}
+		if ok, err := engine.IsLog(dir); err == nil && !ok {
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				return nil, fmt.Errorf("%s holds files but no queue: send creates a queue only in an empty or new directory", dir)
+			}
+		}
+	} else if ok, err := queue.IsQueue(dir); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, fmt.Errorf("%w: %s (only `pagelog queue send` creates one)", queue.ErrNotQueue, dir)
 	}
-	return queue.Open(dir, opts)
+	q, err := queue.Open(dir, opts)
+	if errors.Is(err, engine.ErrLocked) {
+		return nil, fmt.Errorf("the queue in %s is open in another process (a sender, receiver or deleter): one process at a time may have it open for writing", dir)
+	}
+	return q, err
 }
 
 // closeQueue closes q, keeping the first error.
@@ -73,9 +93,11 @@ func closeQueue(q *queue.Queue, err error) error {
 
 func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("queue send", "--dir D [--sync none|always|interval]",
-		"Opens the queue in D (creating it if needed) and sends each line of standard\n"+
-			"input as one message (the newline removed). Prints each message's offset\n"+
-			"as soon as the send is acknowledged.\n\n"+queueAbout, stderr)
+		"Opens the queue in D (creating it if needed: D's parent must exist) and\n"+
+			"sends each line of standard input as one message (the newline removed).\n"+
+			"Prints each message's offset as soon as the send is acknowledged. A line\n"+
+			"over the size limit stops it: the error names the line, and no later line\n"+
+			"is sent.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
 	syncName := fs.String("sync", engine.SyncNone.String(), "when a send is acknowledged: none, always or interval")
 	if st := parseFlags(fs, args); st >= 0 {
@@ -103,7 +125,7 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var long []byte
-	for {
+	for n := 1; ; n++ {
 		line, err := readLine(r, &long)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read stdin: %w", err)
@@ -112,8 +134,11 @@ func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
 			return nil
 		}
 		off, serr := q.Send(line)
+		if errors.Is(serr, engine.ErrTooLarge) {
+			return fmt.Errorf("line %d (%d bytes) was not sent, nor any line after it (%d sent): %w", n, len(line), n-1, serr)
+		}
 		if serr != nil {
-			return serr
+			return fmt.Errorf("line %d was not sent, nor any line after it (%d sent): %w", n, n-1, serr)
 		}
 		if _, werr := fmt.Fprintf(out, "%d\n", off); werr != nil {
 			return fmt.Errorf("write stdout: %w", werr)
@@ -124,30 +149,57 @@ func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
 	}
 }
 
+// durationFlag is a flag.Value for a duration that says what it wants when
+// given a bare number.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration with its unit, such as 5s, 500ms or 2m")
+	}
+	*f.d = d
+	return nil
+}
+
 func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue receive", "--dir D [--count N] [--wait D] [--visibility D]",
+	fs := newFlags("queue receive", "--dir D [--count N] [--wait D] [--visibility D] [--json]",
 		"Hands out up to N messages, ready-again ones first, lowest offset first, and\n"+
-			"prints each as its offset, a tab and its body, then a newline. Waits up to\n"+
-			"--wait in all for messages to become ready (0: takes only what is ready\n"+
-			"now). Exits 1 when no message was ready.\n\n"+queueAbout, stderr)
+			"prints each as soon as it is received: its offset, a tab and its body, then\n"+
+			"a newline, with the body escaped so that one message is one line (\\n, \\t,\n"+
+			"\\r, \\\\ and \\xNN for other control bytes and bytes that are not UTF-8). With\n"+
+			"--json, one object per line: offset, receives, deadline (RFC 3339) and body\n"+
+			"(a JSON string), or body_base64 when the body is not UTF-8. Waits up to --wait\n"+
+			"in all for messages to become ready (0: takes only what is ready now).\n"+
+			"Exits 1 when no message was ready.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
 	count := fs.Int("count", 1, "most messages to hand out")
-	wait := fs.Duration("wait", 0, "how long to wait in all for ready messages")
-	vis := fs.Duration("visibility", queue.DefaultVisibility, "how long a message stays hidden (in this process)")
+	var wait time.Duration
+	fs.Var(durationFlag{&wait}, "wait", "how long to wait in all for ready messages, with its unit (5s)")
+	vis := queue.DefaultVisibility
+	fs.Var(durationFlag{&vis}, "visibility", "how long a message stays hidden (in this process), with its unit")
+	asJSON := fs.Bool("json", false, "print JSON lines")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
 	}
-	if *count < 1 || *wait < 0 || *vis <= 0 {
-		return usageError(fs, "want --count >= 1, --wait >= 0 and --visibility > 0")
+	if *count < 1 || wait < 0 || vis <= 0 || vis > queue.MaxVisibility {
+		return usageError(fs, "want --count >= 1, --wait >= 0 and --visibility in (0, %v]", queue.MaxVisibility)
 	}
-	q, err := openQueue(*dir, false, queue.Options{Visibility: *vis})
+	q, err := openQueue(*dir, false, queue.Options{Visibility: vis})
 	if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
-	n, err := receiveMessages(q, *count, *wait, stdout)
+	n, err := receiveMessages(q, *count, wait, *asJSON, stdout)
 	if err = closeQueue(q, err); err != nil {
 		return fail(stderr, "queue receive", err)
 	}
@@ -157,38 +209,96 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// receiveMessages prints up to count messages, waiting up to wait in all.
-func receiveMessages(q *queue.Queue, count int, wait time.Duration, out io.Writer) (int, error) {
+// receiveMessages prints up to count messages, each as it comes, waiting
+// up to wait in all.
+func receiveMessages(q *queue.Queue, count int, wait time.Duration, asJSON bool, out io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	w := bufio.NewWriter(out)
 	n := 0
 	for ; n < count; n++ {
-		m, err := q.Receive(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			break
+		var m queue.Message
+		var err error
+		if wait == 0 {
+			var ok bool
+			if m, ok, err = q.TryReceive(); !ok && err == nil {
+				break
+			}
+		} else {
+			m, err = q.Receive(ctx)
+			if errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, engine.ErrCorrupt) {
 			return n, errors.Join(err, w.Flush())
 		}
-		w.WriteString(strconv.FormatUint(m.Offset, 10))
-		w.WriteByte('\t')
-		w.Write(m.Body) // valid: the message is neither deleted nor expired yet
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		return n, fmt.Errorf("write stdout: %w", err)
+		// m.Body is valid: the message is neither deleted nor expired yet.
+		if asJSON {
+			writeMessageJSON(w, m, err)
+		} else {
+			w.WriteString(strconv.FormatUint(m.Offset, 10))
+			w.WriteByte('\t')
+			writeEscaped(w, m.Body)
+			w.WriteByte('\n')
+		}
+		if ferr := w.Flush(); ferr != nil {
+			return n, fmt.Errorf("write stdout: %w", ferr)
+		}
 	}
 	return n, nil
 }
 
+// writeEscaped writes b so that it holds no newline or tab: \n, \t, \r and
+// \\ for those bytes and the backslash, \xNN for other control bytes and
+// for bytes that are not part of valid UTF-8.
+func writeEscaped(w *bufio.Writer, b []byte) {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(w, "\\x%02x", b[0])
+		case r == '\n':
+			w.WriteString(`\n`)
+		case r == '\t':
+			w.WriteString(`\t`)
+		case r == '\r':
+			w.WriteString(`\r`)
+		case r == '\\':
+			w.WriteString(`\\`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(w, "\\x%02x", byte(r))
+		default:
+			w.Write(b[:size])
+		}
+		b = b[size:]
+	}
+}
+
+// writeMessageJSON writes one message as a JSON object and a newline; a
+// damaged one carries its error.
+func writeMessageJSON(w *bufio.Writer, m queue.Message, err error) {
+	o := map[string]any{"offset": m.Offset, "receives": m.Receives, "deadline": m.Deadline.Format(time.RFC3339Nano)}
+	if utf8.Valid(m.Body) {
+		o["body"] = string(m.Body)
+	} else {
+		o["body_base64"] = base64.StdEncoding.EncodeToString(m.Body)
+	}
+	if err != nil {
+		o["error"] = err.Error()
+	}
+	b, _ := json.Marshal(o)
+	w.Write(b)
+	w.WriteByte('\n')
+}
+
 func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("queue delete", "--dir D --offset N [--sync none|always|interval]",
-		"Deletes the message at offset N: it is never handed out again. The command\n"+
-			"runs in a process that did not receive the message, and deadlines live in\n"+
-			"the receiving process only, so it cannot check that a receive happened: it\n"+
-			"deletes any message of the queue, received or not (Queue.Discard). Deleting\n"+
-			"a message already deleted succeeds; an offset beyond the end fails.\n\n"+queueAbout, stderr)
+		"Deletes the message at offset N: it is never handed out again. It opens the\n"+
+			"queue itself, so it runs only while no other process has the queue open;\n"+
+			"it cannot know what another process received, so it deletes any message\n"+
+			"of the queue, received or not (Queue.Discard). Deleting a message already\n"+
+			"deleted succeeds; an offset beyond the end fails.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
 	offset := fs.Uint64("offset", 0, "`offset` of the message to delete (required)")
 	syncName := fs.String("sync", engine.SyncNone.String(), "when the delete is acknowledged: none, always or interval")
@@ -217,35 +327,42 @@ func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue stats", "--dir D",
-		"Opens the queue in D and prints its positions and counts, one per line as\n"+
-			"key and value: end (next offset), head (oldest message not deleted),\n"+
-			"messages (not deleted), and what opening the queue found.\n\n"+queueAbout, stderr)
+	fs := newFlags("queue stats", "--dir D [--json]",
+		"Reads the queue in D, without opening it (no lock, nothing written: it works\n"+
+			"beside the process that has the queue open), and prints one key and value\n"+
+			"per line: end (next offset), head (oldest message not deleted), messages\n"+
+			"(not deleted), deleted (above the head), and what the files say of its\n"+
+			"recovery. Messages in flight in another process count as not deleted.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
 	}
-	q, err := openQueue(*dir, false, queue.Options{})
+	st, err := queue.Stat(*dir)
 	if err != nil {
 		return fail(stderr, "queue stats", err)
 	}
-	st, rec := q.Stats(), q.Recovery()
-	undeleted := countUndeleted(q)
-	if err := q.Close(); err != nil {
-		return fail(stderr, "queue stats", err)
-	}
+	kvs := queueStatusLines(st)
 	w := bufio.NewWriter(stdout)
-	for _, kv := range [][2]any{
-		{"end", st.End}, {"head", st.Head}, {"messages", undeleted},
-		{"cursor", st.Cursor}, {"in_flight", st.InFlight}, {"ready_again", st.ReadyAgain},
-		{"head_from", strconv.Quote(rec.HeadFrom)}, {"checkpoint_error", errString(rec.CheckpointError)},
-		{"delete_records", rec.DeleteRecords}, {"delete_records_above_head", rec.DeletesApplied},
-		{"damaged_delete_records", len(rec.DeleteDamage)}, {"lost_offsets", rec.Lost},
-	} {
-		fmt.Fprintf(w, "%s %v\n", kv[0], kv[1])
+	if *asJSON {
+		o := make(map[string]any, len(kvs))
+		for _, kv := range kvs {
+			o[kv.k] = kv.v
+		}
+		b, _ := json.Marshal(o)
+		w.Write(b)
+		w.WriteByte('\n')
+	} else {
+		for _, kv := range kvs {
+			v := kv.v
+			if s, ok := v.(string); ok {
+				v = strconv.Quote(s)
+			}
+			fmt.Fprintf(w, "%s %v\n", kv.k, v)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		return fail(stderr, "queue stats", err)
@@ -253,24 +370,25 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// countUndeleted counts the messages not deleted by handing them all out
-// (this process's hand-outs are forgotten when it exits).
-func countUndeleted(q *queue.Queue) int {
-	n := 0
-	for {
-		_, ok, _ := q.TryReceive()
-		if !ok {
-			return n
-		}
-		n++ // a damaged record is a message too
-	}
+type keyValue struct {
+	k string
+	v any
 }
 
-func errString(err error) string {
-	if err == nil {
-		return "none"
+// queueStatusLines are the facts `queue stats` (and `verify` of a queue)
+// print, in order.
+func queueStatusLines(st queue.Status) []keyValue {
+	ckErr := "none"
+	if st.CheckpointError != nil {
+		ckErr = st.CheckpointError.Error()
 	}
-	return strconv.Quote(err.Error())
+	return []keyValue{
+		{"end", st.End}, {"head", st.Head}, {"messages", st.Messages}, {"deleted", st.Deleted},
+		{"first", st.First}, {"head_from", st.HeadFrom}, {"checkpoint_error", ckErr},
+		{"checkpointed_head", st.Checkpointed}, {"checkpointed_end", st.CheckpointEnd},
+		{"delete_records", st.DeleteRecords}, {"damaged_delete_records", len(st.DeleteDamage)},
+		{"lost_offsets", st.Lost},
+	}
 }
 
 // The queue phase of `pagelog demo` runs its first half in a child process

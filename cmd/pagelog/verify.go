@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 // progressThreshold: verify draws a bar only for a log larger than this.
@@ -16,8 +18,10 @@ const progressThreshold = 1 << 30
 func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "--dir D",
 		"Checks every record (checksum and id) and both indexes of every segment,\n"+
-			"and prints a report with what opening the log found. Exits 0 when the log\n"+
-			"is healthy, 1 otherwise, naming the first damaged record. Opens the log\n"+
+			"and prints a report with what opening the log found. On a queue's\n"+
+			"directory it also reports what queue.head and the delete log say (lines\n"+
+			"starting with \"queue\") and verifies the delete log. Exits 0 when all is\n"+
+			"healthy, 1 otherwise, naming the first damaged record. Opens everything\n"+
 			"read-only.", stderr)
 	dir := fs.String("dir", "", "log `directory`")
 	if st := parseFlags(fs, args); st >= 0 {
@@ -47,13 +51,56 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	w := bufio.NewWriter(stdout)
 	writeVerifyReport(w, rep, l.First(), l.Next(), took)
+	healthy := rep.Healthy()
+	if ok, _ := queue.IsQueue(*dir); ok {
+		healthy = verifyQueue(w, *dir) && healthy
+	}
 	if err := w.Flush(); err != nil {
 		return fail(stderr, "verify", fmt.Errorf("write stdout: %w", err))
 	}
-	if !rep.Healthy() {
+	if !healthy {
 		return 1
 	}
 	return 0
+}
+
+// verifyQueue prints what the files of the queue in dir say (queue.head,
+// the delete log) and verifies the delete log. It reports whether all is
+// well.
+func verifyQueue(w io.Writer, dir string) bool {
+	st, err := queue.Stat(dir)
+	if err != nil {
+		fmt.Fprintf(w, "queue: %v\n", err)
+		return false
+	}
+	for _, kv := range queueStatusLines(st) {
+		fmt.Fprintf(w, "queue %s: %v\n", kv.k, kv.v)
+	}
+	for _, d := range st.DeleteDamage {
+		fmt.Fprintf(w, "queue damaged delete record (its message may be handed out again): %s\n", d)
+	}
+	healthy := st.CheckpointError == nil && len(st.DeleteDamage) == 0 && st.Lost == 0
+	dels, err := engine.OpenReadOnly(filepath.Join(dir, "deletes"), engine.Options{})
+	if err != nil {
+		fmt.Fprintf(w, "queue delete log: %v\n", err)
+		return false
+	}
+	defer dels.Close()
+	rep, err := dels.Verify(nil)
+	if err != nil {
+		fmt.Fprintf(w, "queue delete log: %v\n", err)
+		return false
+	}
+	fmt.Fprintf(w, "queue delete log: %d records verified, %d damaged, %d index problems\n", rep.Records, rep.Damaged, len(rep.IndexProblems))
+	for _, p := range append(rep.Problems, rep.IndexProblems...) {
+		fmt.Fprintf(w, "queue delete log problem: %s\n", p)
+	}
+	if healthy && rep.Healthy() {
+		fmt.Fprintln(w, "queue healthy")
+		return true
+	}
+	fmt.Fprintln(w, "queue NOT healthy")
+	return false
 }
 
 // writeVerifyReport prints the report, one fact per line.
