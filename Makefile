@@ -93,9 +93,9 @@ fuzz-smoke:
 # a minute of reader processes beside a writer, and 1,000 runs each of
 # verify, dump and read beside `pagelog append`.
 crash-long:
-	$(GO) test -count=1 -timeout 90m -run 'TestCrash(ProcessKill|PowerLoss|TornTail)$$|TestReadersBesideWriter$$' ./engine \
+	$(GO) test -v -count=1 -timeout 90m -run 'TestCrash(ProcessKill|PowerLoss|TornTail)$$|TestReadersBesideWriter$$' ./engine \
 		-crash.rounds=1000 -crash.power=10000 -stress.duration=60s
-	$(GO) test -count=1 -timeout 60m -run 'TestCommandsBesideWriter$$' ./cmd/pagelog -beside.runs=1000
+	$(GO) test -v -count=1 -timeout 60m -run 'TestCommandsBesideWriter$$' ./cmd/pagelog -beside.runs=1000
 
 clean:
 	rm -rf bin
