@@ -29,7 +29,7 @@ func logExample(dir string) error {
 		return err
 	}
 	fmt.Printf("%d: %s\n", off, r.Body) // a slice of the read-only mapping
-	r.Release()                          // the slice is valid until Release
+	r.Release()                         // the slice is valid until Release
 
 	for rec, err := range l.Records(0) { // sequential reader (range over func)
 		if err != nil {

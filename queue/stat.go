@@ -94,4 +94,3 @@ func Stat(dir string) (Status, error) {
 	}
 	return st, nil
 }
-
