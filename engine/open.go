@@ -432,8 +432,9 @@ func rangesFor(dir string) *addrspace.Pool {
 	if err != nil {
 		key = dir
 	}
-	if st, err := os.Stat(dir); err == nil {
-		key += fmt.Sprintf("\x00%v", fileKey(st))
-	}
+	// The directory's device, inode and birth time: a directory removed
+	// and made again at the same path (even with its inode number reused)
+	// is another log, with other ranges.
+	key += fmt.Sprintf("\x00%v", dirIdentity(dir))
 	return addrspace.For(key)
 }

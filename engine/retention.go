@@ -76,3 +76,28 @@ func (l *Log) SkipTo(next uint64) error {
 	}
 	return nil
 }
+
+// Gaps returns the ranges [from, to) of offsets at or above from, below
+// Next, that no segment file holds: offsets a checkpoint knew were used but
+// whose records a power failure lost (see SkipTo), or the records of a
+// segment file removed by hand. It checks the index of every sealed
+// segment from there on (a walk from each one's last index entry, once).
+// The queue uses it at open, so that no offset in a gap is ever handed out.
+func (l *Log) Gaps(from uint64) [][2]uint64 {
+	var out [][2]uint64
+	segs := *l.segs.Load()
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].Base() <= from {
+			continue
+		}
+		if !s.Acquire() {
+			continue
+		}
+		a, b := s.Missing()
+		s.Release()
+		if a < b && b > from {
+			out = append(out, [2]uint64{max(a, from), b})
+		}
+	}
+	return out
+}

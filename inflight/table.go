@@ -94,6 +94,33 @@ func (t *Table) Add(offset uint64, deadline int64) error {
 	return nil
 }
 
+// Skip moves the cursor past [Cursor(), to): offsets that are done without
+// ever being handed out (deleted before a restart, or lost). When nothing
+// below the cursor is live (Head() == Cursor()) it costs O(1) whatever the
+// range, and the head moves with it; otherwise each offset is registered
+// done in turn. It returns ErrOrder during a restore.
+func (t *Table) Skip(to uint64) error {
+	if to <= t.cursor {
+		return nil
+	}
+	if t.hi != t.cursor {
+		return ErrOrder
+	}
+	if t.head == t.cursor {
+		t.head, t.cursor, t.hi = to, to, to
+		t.dir.trim(to >> chunkBits)
+		return nil
+	}
+	for off := t.cursor; off < to; off++ {
+		c := t.dir.extend(off >> chunkBits)
+		c.done |= bit(off)
+		t.cursor++
+		t.hi++
+	}
+	t.advance()
+	return nil
+}
+
 // NextDeadline returns the earliest deadline of a message in flight, and
 // false if none is in flight.
 func (t *Table) NextDeadline() (int64, bool) {

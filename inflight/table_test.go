@@ -293,3 +293,30 @@ func heapAlloc() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// TestSkip: a range skipped at the cursor is done; with nothing live below
+// the cursor it moves the head too, at once, however long the range.
+func TestSkip(t *testing.T) {
+	tb := New(100)
+	if err := tb.Skip(1 << 60); err != nil || tb.Head() != 1<<60 || tb.Cursor() != 1<<60 {
+		t.Fatalf("Skip over a huge range with nothing live: %v, head %d cursor %d", err, tb.Head(), tb.Cursor())
+	}
+	tb = New(0)
+	if err := tb.Add(0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Skip(70); err != nil || tb.Cursor() != 70 || tb.Head() != 0 {
+		t.Fatalf("Skip with one in flight: %v, head %d cursor %d", err, tb.Head(), tb.Cursor())
+	}
+	for off := uint64(1); off < 70; off++ {
+		if st := tb.State(off); st != StateDone {
+			t.Fatalf("offset %d skipped is %v", off, st)
+		}
+	}
+	if _, err := tb.Done(0); err != nil || tb.Head() != 70 {
+		t.Fatalf("after the live one is done: head %d, %v", tb.Head(), err)
+	}
+	if err := tb.Add(70, 9); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -162,6 +162,27 @@ func (p *Pool) Retire(b []byte) error {
 	return nil
 }
 
+// ZeroFrom overlays read-only zero pages over the pages of a mapping made
+// by Map that lie wholly at or past from, before the file under it is cut
+// there: a stale slice into that part then reads zeros instead of faulting
+// past the end of the file. The range stays the mapping's for Retire.
+func (p *Pool) ZeroFrom(b []byte, from int) error {
+	if len(b) == 0 {
+		return nil
+	}
+	start := roundUp(max(from, 0))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.used[uintptr(unsafe.Pointer(&b[0]))]
+	if !ok {
+		return fmt.Errorf("addrspace: zero of a range this pool did not map")
+	}
+	if start >= n {
+		return nil
+	}
+	return overlayZeros(unsafe.Add(unsafe.Pointer(&b[0]), start), n-start)
+}
+
 // Reserved returns the bytes of address space the pool holds, in use or
 // freed.
 func (p *Pool) Reserved() int {

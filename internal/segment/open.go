@@ -416,6 +416,11 @@ func (s *Segment) TrimSealed() (int64, error) {
 	var cut int64
 	end := s.end.Load()
 	if st, err := os.Stat(s.path(LogSuffix)); err == nil && st.Size() > end {
+		if s.cfg.Ranges != nil {
+			if err := s.cfg.Ranges.ZeroFrom(s.ro, int(end)); err != nil {
+				return 0, fmt.Errorf("segment: trim %s: %w", Name(s.base, LogSuffix), err)
+			}
+		}
 		if err := os.Truncate(s.path(LogSuffix), end); err != nil {
 			return 0, fmt.Errorf("segment: trim %s: %w", Name(s.base, LogSuffix), err)
 		}

@@ -324,6 +324,13 @@ func (s *Segment) Seal(sync bool) error {
 	w := s.w
 	x := s.idx.Load()
 	n := int64(x.entries())
+	if s.cfg.Ranges != nil {
+		// A stale slice may point past the end about to be cut: it must
+		// read zeros there, never fault.
+		if err := s.cfg.Ranges.ZeroFrom(s.ro, int(w.pos)); err != nil {
+			return fmt.Errorf("segment: seal %s: %w", s.f.Name(), err)
+		}
+	}
 	if err := s.f.Truncate(w.pos); err != nil {
 		return fmt.Errorf("segment: seal %s: %w", s.f.Name(), err)
 	}
