@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -119,8 +120,6 @@ type Message struct {
 	Body     []byte    // zero-copy; see the Queue's body lifetime rule
 	Receives int       // 1 on the first hand-out, +1 at each hand-out after a deadline passed
 	Deadline time.Time // hidden from other receivers until then
-
-	deadline int64 // the same, on the queue's monotonic time base
 }
 
 // Stats is a snapshot of a queue's positions and counters.
@@ -182,6 +181,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 	}
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, deletesDir)); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("pagelog: open %s: %s is not a directory (the queue's delete log)", dir, filepath.Join(dir, deletesDir))
 	}
 	lo.RetireMappings = true
 	l, err := engine.Open(dir, lo)
@@ -250,11 +252,8 @@ func (q *Queue) Receive(ctx context.Context) (Message, error) {
 	defer q.inside.Add(-1)
 	for {
 		m, w, err := q.tryReceive()
-		if err != nil {
-			return Message{}, err
-		}
-		if w == nil {
-			return q.readBody(m)
+		if err != nil || w == nil {
+			return m, err
 		}
 		select {
 		case <-w:
@@ -268,15 +267,7 @@ func (q *Queue) Receive(ctx context.Context) (Message, error) {
 // TryReceive is Receive without waiting: ok is false, and nothing changes,
 // when no message is ready now.
 func (q *Queue) TryReceive() (m Message, ok bool, err error) {
-	m, w, err := q.tryReceiveNow()
-	if err != nil {
-		return Message{}, false, err
-	}
-	if !w {
-		return Message{}, false, nil
-	}
-	m, err = q.readBody(m)
-	return m, true, err
+	return q.tryReceiveNow()
 }
 
 // tryReceiveNow hands out a message if one is ready; handed is false when
@@ -291,17 +282,37 @@ func (q *Queue) tryReceiveNow() (Message, bool, error) {
 	return m, ok, err
 }
 
-// handOut hands out the next ready message, if any. Called with q.mu held.
+// handOut hands out the next ready message, if any, with its body. Called
+// with q.mu held. A message whose record fails its checks is handed out
+// too, with the error (see Receive).
 func (q *Queue) handOut() (Message, bool, error) {
 	now := q.now()
 	q.expire(now)
-	deadline := now + int64(q.vis)
+	deadline := addSat(now, int64(q.vis))
 	off, recv, ok, err := q.take(deadline)
 	if err != nil || !ok {
 		return Message{}, false, err
 	}
 	q.armTimer(now)
-	return Message{Offset: off, Receives: recv, Deadline: q.wallTime(deadline), deadline: deadline}, true, nil
+	m := Message{Offset: off, Receives: recv, Deadline: q.wallTime(deadline)}
+	// The body is read, and its record kept until this hand-out's
+	// deadline (see pins), under the lock: nothing can delete the message
+	// and drop its segment in between.
+	r, err := q.log.Read(off)
+	if err != nil {
+		return m, true, err
+	}
+	m.Body = r.Body
+	q.pins.push(deadline, r)
+	return m, true, nil
+}
+
+// addSat adds without overflow.
+func addSat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // tryReceive hands out a message, or registers the caller as a waiter and
@@ -313,13 +324,10 @@ func (q *Queue) tryReceive() (Message, chan struct{}, error) {
 		return Message{}, nil, engine.ErrClosed
 	}
 	m, ok, err := q.handOut()
-	if err != nil {
-		return Message{}, nil, err
-	}
-	if !ok {
+	if !ok && err == nil {
 		return Message{}, q.waiters.add(), nil
 	}
-	return m, nil, nil
+	return m, nil, err
 }
 
 // take hands out the next message with the given deadline: the lowest
@@ -356,15 +364,11 @@ func (q *Queue) skipAhead() error {
 		if !ok || r.from != c || c >= end {
 			return nil
 		}
-		for ; c < min(r.to, end); c++ {
-			if err := q.t.Add(c, 0); err != nil {
-				return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
-			}
-			if _, err := q.t.Done(c); err != nil {
-				return fmt.Errorf("pagelog: queue skip of %d: %w", c, err)
-			}
+		to := min(r.to, end)
+		if err := q.t.Skip(to); err != nil {
+			return fmt.Errorf("pagelog: queue skip of [%d, %d): %w", c, to, err)
 		}
-		q.skip.trimFront(c)
+		q.skip.trimFront(to)
 	}
 }
 
@@ -375,28 +379,6 @@ func (q *Queue) end() uint64 {
 		return q.log.Durable()
 	}
 	return q.log.Next()
-}
-
-// readBody fills in m's body from the log, and keeps the record (the
-// mapping of its segment) until the hand-out's deadline: the body lifetime
-// rule names the receiver's own deadline, whatever else happens to the
-// message meanwhile (another receiver's late Delete, the head moving past
-// it and its segment dropped).
-func (q *Queue) readBody(m Message) (Message, error) {
-	r, err := q.log.Read(m.Offset)
-	if err != nil {
-		return m, fmt.Errorf("pagelog: receive offset %d: %w", m.Offset, err)
-	}
-	m.Body = r.Body
-	q.mu.Lock()
-	if q.closed.Load() {
-		q.mu.Unlock()
-		r.Release()
-		return m, nil
-	}
-	q.pins.push(m.deadline, r)
-	q.mu.Unlock()
-	return m, nil
 }
 
 // Delete marks the message at offset done: it leaves the in-flight table (a

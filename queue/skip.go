@@ -98,3 +98,24 @@ func (s *skipSet) trimFrom(off uint64) {
 		s.r[n-1].to = off
 	}
 }
+
+// uncovered returns the parts of [from, to) that the set does not hold.
+func (s *skipSet) uncovered(from, to uint64) []span {
+	var out []span
+	for _, r := range s.r {
+		if r.to <= from {
+			continue
+		}
+		if r.from >= to {
+			break
+		}
+		if r.from > from {
+			out = append(out, span{from, r.from})
+		}
+		from = max(from, r.to)
+	}
+	if from < to {
+		out = append(out, span{from, to})
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 
 	"github.com/pagelog/pagelog/engine"
@@ -27,8 +28,10 @@ type Status struct {
 
 	DeleteRecords int      // good delete records
 	DeleteDamage  []string // damaged delete records (each may redeliver one message)
-	// Lost counts offsets queue.head's end names but the message log no
-	// longer holds (a power failure lost them): the next Open skips them.
+	// Lost counts messages not deleted whose records the message log no
+	// longer holds (a power failure lost them, or a segment file was
+	// removed): the next Open deletes them and never gives their offsets
+	// to new messages (see Recovery.Lost).
 	Lost uint64
 
 	Log     engine.Recovery // what the read-only open of the message log found
@@ -39,11 +42,14 @@ type Status struct {
 // holds no queue.
 var ErrNotQueue = errors.New("pagelog: not a queue")
 
-// IsQueue reports whether dir holds a queue: a message log with a delete
-// log beside it.
+// IsQueue reports whether dir holds a queue: a message log with queue.head
+// or a delete log beside it.
 func IsQueue(dir string) (bool, error) {
 	if ok, err := engine.IsLog(dir); err != nil || !ok {
 		return false, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, headName)); err == nil {
+		return true, nil
 	}
 	return engine.IsLog(filepath.Join(dir, deletesDir))
 }
@@ -56,41 +62,78 @@ func Stat(dir string) (Status, error) {
 	if ok, err := IsQueue(dir); err != nil {
 		return st, err
 	} else if !ok {
-		return st, fmt.Errorf("%w: %s (no message log with a deletes/ log beside it)", ErrNotQueue, dir)
+		return st, fmt.Errorf("%w: %s (no message log with queue.head or a deletes/ log beside it)", ErrNotQueue, dir)
+	}
+	// queue.head first: the owner only moves it forward, and every offset
+	// it names was in the log before it was written, so the log opened
+	// after it holds at least that much.
+	// queue.head first, the delete log next, the message log last: the
+	// owner moves each forward, and whatever one of them names was in the
+	// ones read after it when it was written.
+	h, herr := readHead(dir)
+	var head uint64 // the checkpointed head (0: from the log's start)
+	if herr == nil {
+		head = h.head
+	}
+	skip := &skipSet{}
+	if dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{}); err == nil {
+		st.Deletes = dels.Recovery()
+		var n int
+		skip, n, st.DeleteDamage = replay(dels, head, nil)
+		st.DeleteRecords = n
+		_ = dels.Close()
+	} else if !errors.Is(err, engine.ErrNoLog) && !errors.Is(err, fs.ErrNotExist) {
+		return st, err
 	}
 	l, err := engine.OpenReadOnly(dir, engine.Options{})
 	if err != nil {
 		return st, err
 	}
 	defer l.Close()
-	dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{})
-	if err != nil {
-		return st, err
-	}
-	defer dels.Close()
-	st.Log, st.Deletes = l.Recovery(), dels.Recovery()
+	st.Log = l.Recovery()
 	st.First, st.End = l.First(), l.Next()
-	h, err := readHead(dir)
+	// queue.head again: the owner may have moved the head and dropped the
+	// segments below it since the first read. The newer head says where
+	// the log may start; the older end still bounds the log read after it.
+	if h2, err := readHead(dir); herr == nil && err == nil {
+		h.head = h2.head
+	}
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(herr, fs.ErrNotExist):
 		st.HeadFrom, st.Head = "log start (no checkpoint)", st.First
-	case err != nil:
-		st.HeadFrom, st.Head, st.CheckpointError = "log start (checkpoint damaged)", st.First, err
+	case herr != nil:
+		st.HeadFrom, st.Head, st.CheckpointError = "log start (checkpoint damaged)", st.First, herr
 	default:
 		st.HeadFrom, st.Checkpointed, st.CheckpointEnd = "checkpoint", h.head, h.end
-		st.Head = max(h.head, st.First)
+		st.Head = h.head
 	}
-	skip, n, damage := replay(dels, st.Head, nil)
-	st.DeleteRecords, st.DeleteDamage = n, damage
-	if st.CheckpointEnd > st.End {
-		st.Lost = st.CheckpointEnd - st.End
+	// What the next Open does with offsets given out but no longer held:
+	// the log skips past the highest one known, and the ones not deleted
+	// already are lost.
+	end := max(st.End, st.Head, st.CheckpointEnd, skip.end())
+	gaps := l.Gaps(st.Head)
+	if st.Head < st.First {
+		gaps = append(gaps, [2]uint64{st.Head, st.First})
 	}
-	// Deleted offsets beyond the end are lost ones (the next Open skips
-	// the log past them): only those below the end count here.
-	skip.trimFrom(st.End)
+	if end > st.End {
+		gaps = append(gaps, [2]uint64{st.End, end})
+	}
+	for _, g := range gaps {
+		for _, r := range skip.uncovered(max(g[0], st.Head), g[1]) {
+			st.Lost += r.to - r.from
+			skip.add(r.from, r.to)
+		}
+	}
+	// The head moves past the deleted offsets at its front, as Open's does.
+	st.Head = max(st.Head, st.First)
+	if r, ok := skip.front(); ok && r.from <= st.Head {
+		st.Head = max(st.Head, r.to)
+	}
+	skip.trimFront(st.Head)
+	skip.trimFrom(end)
 	st.Deleted = skip.count()
-	if st.End > st.Head {
-		st.Messages = st.End - st.Head - min(st.Deleted, st.End-st.Head)
+	if end > st.Head {
+		st.Messages = end - st.Head - min(st.Deleted, end-st.Head)
 	}
 	return st, nil
 }

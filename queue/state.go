@@ -41,11 +41,12 @@ type Recovery struct {
 	DeletesApplied int      // of them naming a message at or above the head
 	DeleteDamage   []string // damaged delete records, skipped (each may cause a redelivery)
 
-	// Lost counts offsets that were given to messages (queue.head's end,
-	// the head or a delete record names them) but that the message log no
-	// longer holds: its unsynced tail was lost in a power failure under
-	// SyncNone or SyncInterval. The log skips them (they are never given
-	// to a new message) and they count as deleted.
+	// Lost counts messages not deleted whose records the message log no
+	// longer holds (its unsynced tail was lost in a power failure under
+	// SyncNone or SyncInterval, or a segment file was removed), found at
+	// this open: they were deleted with one range record each, and their
+	// offsets, like every offset known to have been given out, are never
+	// given to a new message.
 	Lost uint64
 
 	Log     engine.Recovery // the message log's Open
@@ -88,7 +89,7 @@ func (q *Queue) restore() error {
 	if err := q.skipLost(h, skip); err != nil {
 		return err
 	}
-	q.t = inflight.New(h.head)
+	q.t = inflight.New(max(h.head, q.log.First()))
 	q.skip = skip
 	if err := q.skipAhead(); err != nil {
 		return err
@@ -114,8 +115,7 @@ func (q *Queue) startHead() headState {
 	}
 	rec.HeadFrom = "checkpoint"
 	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
-	h.head = max(h.head, first)
-	return h
+	return h // a head below the log's first offset: see skipLost
 }
 
 // replayDeletes reads the delete log and returns the deleted offsets at or
@@ -171,27 +171,41 @@ func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet
 
 // skipLost handles offsets that were given to messages but that the
 // message log no longer holds (its unsynced tail was lost in a power
-// failure under SyncNone or SyncInterval): queue.head's end, the head and
-// the delete records bound the offsets already given out. The log skips to
-// that bound, so that no new message ever takes one of them, and the lost
-// ones at or above the head that were not deleted already are deleted with
-// one range record: their bodies are gone.
+// failure under SyncNone or SyncInterval, or a segment file was removed):
+// queue.head's end, the head and the delete records bound the offsets
+// already given out, and the log skips to that bound, so that no new
+// message ever takes one of them (the log's own open may have skipped
+// already, from its checkpoint files). Every range at or above the head
+// that the log holds no record of is then deleted with one range record,
+// unless delete records cover it already: its bodies are gone, and handing
+// its offsets out would only hand out errors.
 func (q *Queue) skipLost(h headState, skip *skipSet) error {
-	need := max(h.head, h.end, skip.end())
-	next := q.log.Next()
-	if next >= need {
-		return nil
-	}
-	if err := q.log.SkipTo(need); err != nil {
-		return err
-	}
-	q.recovery.Lost = need - next
-	if from := max(next, h.head); from < need {
-		if _, err := q.appendDeleteRange(from, need); err != nil {
+	if need := max(h.head, h.end, skip.end()); need > q.log.Next() {
+		if err := q.log.SkipTo(need); err != nil {
 			return err
 		}
-		skip.add(from, need)
 	}
+	var lost uint64
+	gaps := q.log.Gaps(h.head)
+	if first := q.log.First(); h.head < first {
+		// The checkpointed head lies below the log's first segment: the
+		// segments between are gone (removed, or lost with the disk's
+		// unsynced directory entries), with their messages.
+		gaps = append([][2]uint64{{h.head, first}}, gaps...)
+	}
+	for _, g := range gaps {
+		for _, r := range skip.uncovered(g[0], g[1]) {
+			if _, err := q.appendDeleteRange(r.from, r.to); err != nil {
+				return err
+			}
+			skip.add(r.from, r.to)
+			lost += r.to - r.from
+		}
+	}
+	if lost == 0 {
+		return nil
+	}
+	q.recovery.Lost = lost
 	return errors.Join(q.log.Sync(), q.dels.Sync())
 }
 

@@ -106,7 +106,7 @@ func (q *Queue) armTimer(now int64) {
 	q.stopTimer()
 	gen := q.timerGen
 	q.timerAt = next
-	q.timer = q.clock.AfterFunc(time.Duration(max(next-now, 0)), func() { q.onTimer(gen) })
+	q.timer = q.clock.AfterFunc(time.Duration(max(next-now, 0)), func() { q.onTimer(gen) }) // next >= now: no overflow
 }
 
 // stopTimer stops the deadline timer; a call already on its way is ignored

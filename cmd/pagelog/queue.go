@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -66,7 +67,7 @@ func openQueue(dir string, create bool, opts queue.Options) (*queue.Queue, error
 		if st, err := os.Stat(filepath.Dir(filepath.Clean(dir))); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("%s: the parent directory does not exist (send creates the queue's own directory only)", dir)
 		}
-		if ok, err := engine.IsLog(dir); err == nil && !ok {
+		if ok, _ := queue.IsQueue(dir); !ok {
 			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 				return nil, fmt.Errorf("%s holds files but no queue: send creates a queue only in an empty or new directory", dir)
 			}
@@ -199,8 +200,10 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
-	n, err := receiveMessages(q, *count, wait, *asJSON, stdout)
-	if err = closeQueue(q, err); err != nil {
+	n, err := receiveMessages(q, *count, wait, *asJSON, stdout, stderr)
+	if err = closeQueue(q, err); errors.Is(err, errDamaged) {
+		return 1 // each damaged message was named on standard error
+	} else if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
 	if n == 0 {
@@ -211,14 +214,18 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 
 // receiveMessages prints up to count messages, each as it comes, waiting
 // up to wait in all.
-func receiveMessages(q *queue.Queue, count int, wait time.Duration, asJSON bool, out io.Writer) (int, error) {
+func receiveMessages(q *queue.Queue, count int, wait time.Duration, asJSON bool, out, errOut io.Writer) (n int, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	w := bufio.NewWriter(out)
-	n := 0
+	damaged := 0
+	defer func() {
+		if damaged > 0 && err == nil {
+			err = errDamaged
+		}
+	}()
 	for ; n < count; n++ {
 		var m queue.Message
-		var err error
 		if wait == 0 {
 			var ok bool
 			if m, ok, err = q.TryReceive(); !ok && err == nil {
@@ -234,6 +241,17 @@ func receiveMessages(q *queue.Queue, count int, wait time.Duration, asJSON bool,
 			return n, errors.Join(err, w.Flush())
 		}
 		// m.Body is valid: the message is neither deleted nor expired yet.
+		if err != nil {
+			// A damaged record has no body to print: say so, on its own
+			// stream, and go on (it is handed out like any message and
+			// comes back after its deadline unless deleted).
+			damaged++
+			fmt.Fprintf(errOut, "pagelog queue receive: offset %d is damaged (delete it to skip it): %s\n",
+				m.Offset, strings.TrimPrefix(err.Error(), "pagelog: "))
+			if !asJSON {
+				continue
+			}
+		}
 		if asJSON {
 			writeMessageJSON(w, m, err)
 		} else {
@@ -248,6 +266,9 @@ func receiveMessages(q *queue.Queue, count int, wait time.Duration, asJSON bool,
 	}
 	return n, nil
 }
+
+// errDamaged: receive handed out damaged messages (named as they came).
+var errDamaged = errors.New("damaged messages received")
 
 // writeEscaped writes b so that it holds no newline or tab: \n, \t, \r and
 // \\ for those bytes and the backslash, \xNN for other control bytes and
@@ -285,7 +306,7 @@ func writeMessageJSON(w *bufio.Writer, m queue.Message, err error) {
 		o["body_base64"] = base64.StdEncoding.EncodeToString(m.Body)
 	}
 	if err != nil {
-		o["error"] = err.Error()
+		o["error"] = strings.TrimPrefix(err.Error(), "pagelog: ")
 	}
 	b, _ := json.Marshal(o)
 	w.Write(b)
@@ -485,6 +506,7 @@ type queueWorkers struct {
 	recv, del uint32 // the marks this process sets
 
 	next        atomic.Int64 // index of the next message to send
+	sent        atomic.Int64 // messages whose Send returned (those sent before the run included)
 	cycles      atomic.Int64
 	redelivered atomic.Int64
 	progress    func(cycles int64, elapsed time.Duration)
@@ -498,6 +520,7 @@ const queueDemoWorkers = 4
 // message was sent and as many received.
 func (w *queueWorkers) run(ctx context.Context, sent int64, drain bool) error {
 	w.next.Store(sent)
+	w.sent.Store(sent)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
@@ -518,18 +541,35 @@ func (w *queueWorkers) run(ctx context.Context, sent int64, drain bool) error {
 func (w *queueWorkers) work(ctx context.Context, cancel func(), k int, start time.Time, drain bool) error {
 	n := int64(w.d.messages)
 	body := slices.Clone(w.d.template)
-	for {
-		if drain && w.next.Load() >= n && w.empty() {
+	// done reports, in drain mode, that every message was sent and deleted,
+	// and wakes the workers blocked in Receive. It is asked after every
+	// event that can make it true (a send completed, a delete made), by the
+	// worker that made it: the condition only ever becomes true, so the
+	// worker of the last such event sees it.
+	done := func() bool {
+		if drain && w.sent.Load() >= n && w.empty() {
 			cancel()
+			return true
+		}
+		return false
+	}
+	for {
+		if done() {
 			return nil
 		}
 		t0 := time.Now()
-		if i := w.next.Add(1) - 1; i < n {
+		i := w.next.Add(1) - 1
+		if i < n {
 			stamp(body, uint64(i))
 			if _, err := w.q.Send(body); err != nil {
 				return err
 			}
-		} else if !drain {
+			w.sent.Add(1)
+		}
+		if i >= n && !drain {
+			return nil
+		}
+		if done() {
 			return nil
 		}
 		m, err := w.q.Receive(ctx)
@@ -577,6 +617,7 @@ func (w *queueWorkers) sentByDemo(body []byte) bool {
 	return i < uint64(w.d.messages) && w.d.check(body, i)
 }
 
+// empty reports whether the head reached the end.
 func (w *queueWorkers) empty() bool {
 	st := w.q.Stats()
 	return st.Head == st.End
