@@ -124,3 +124,60 @@ func (l *Log) rollTo(base uint64) (*segment.Segment, error) {
 	l.pre.rolled(s)
 	return s, nil
 }
+
+// AppendBatch appends bodies as consecutive records under one lock and, under
+// SyncAlways, one sync for the whole batch, and returns the offset of the
+// first. attrs is nil or holds one entry (nil for none) per body. Every body
+// and attribute set is checked before anything is written, so ErrTooLarge or
+// a bad attribute writes nothing. An error after the first record was
+// written (a full disk at a roll, a failed sync) leaves records
+// [first, first+n) in the log, unsynced unless a later sync covers them:
+// n says how many, and a caller that needs all or nothing calls
+// Truncate(first).
+func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int, err error) {
+	if attrs != nil && len(attrs) != len(bodies) {
+		return 0, 0, fmt.Errorf("pagelog: append batch: %d attribute sets for %d bodies", len(attrs), len(bodies))
+	}
+	sizes := make([]int, len(bodies))
+	for i, body := range bodies {
+		var a *Attrs
+		if attrs != nil {
+			a = attrs[i]
+		}
+		if len(body) > l.maxBody {
+			return 0, 0, fmt.Errorf("%w: body %d of the batch is %d bytes, limit %d", ErrTooLarge, i, len(body), l.maxBody)
+		}
+		if a != nil && !a.Empty() {
+			if err := a.Validate(); err != nil {
+				return 0, 0, fmt.Errorf("body %d of the batch: %w", i, err)
+			}
+		}
+		sizes[i] = record.Size(len(body), a)
+	}
+	l.mu.Lock()
+	first = l.next.Load()
+	for i, body := range bodies {
+		var a *Attrs
+		if attrs != nil {
+			a = attrs[i]
+		}
+		var off uint64
+		if off, err = l.appendLocked(sizes[i], a, body); err != nil {
+			break
+		}
+		if n == 0 {
+			first = off
+		}
+		n++
+	}
+	l.mu.Unlock()
+	if err != nil || n == 0 {
+		return first, n, err
+	}
+	if l.opts.Sync == SyncAlways {
+		if err := l.sync.waitFor(l, first+uint64(n), nil); err != nil {
+			return first, n, err
+		}
+	}
+	return first, n, nil
+}
