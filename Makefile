@@ -16,9 +16,11 @@ run: build
 	./$(BIN) demo
 
 # Every test: format, vet, the import graph, and the whole suite under the
-# race detector (crash tests at their default size included).
+# race detector (crash tests at their default size included), then the
+# raftstore module's (its own go.mod).
 test: fmt-check vet deps
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd raftstore && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

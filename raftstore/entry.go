@@ -96,17 +96,16 @@ func decodeEntry(index uint64, b []byte, out *raft.Log) error {
 	if len(rest) == 0 {
 		return nil
 	}
-	// One allocation for both: data first, each with its capacity capped so
-	// that an append to one never writes into the other.
-	buf := make([]byte, len(rest))
-	d := len(rest) - int(ext)
-	copy(buf, rest[ext:])
-	copy(buf[d:], rest[:ext])
-	if d > 0 {
-		out.Data = buf[:d:d]
-	}
+	// One allocation for both, in their order on disk (extensions, then
+	// data: one copy, and no zeroing of memory about to be overwritten),
+	// each with its capacity capped so that an append to one never writes
+	// into the other.
+	buf := append([]byte(nil), rest...)
 	if ext > 0 {
-		out.Extensions = buf[d:]
+		out.Extensions = buf[:ext:ext]
+	}
+	if uint64(len(buf)) > ext {
+		out.Data = buf[ext:]
 	}
 	return nil
 }
