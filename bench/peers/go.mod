@@ -5,16 +5,24 @@ go 1.26.0
 replace github.com/pagelog/pagelog => ../..
 
 require (
-	github.com/hashicorp/go-hclog v0.14.1
-	github.com/hashicorp/raft v1.4.0
+	github.com/hashicorp/go-hclog v1.6.3
+	github.com/hashicorp/raft v1.8.0
+	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/hashicorp/raft-wal v0.4.0
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nsqio/go-diskqueue v1.1.0
 	github.com/pagelog/pagelog v0.0.0-00010101000000-000000000000
+	github.com/pagelog/pagelog/raftstore v0.0.0-00010101000000-000000000000
 	github.com/tidwall/wal v1.2.1
 	go.etcd.io/bbolt v1.4.3
 	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	github.com/boltdb/bolt v1.3.1 // indirect
+	github.com/hashicorp/go-metrics v0.7.0 // indirect
+	github.com/hashicorp/go-msgpack/v2 v2.1.5 // indirect
 )
 
 require (
@@ -29,15 +37,14 @@ require (
 	github.com/coreos/etcd v3.3.27+incompatible // indirect
 	github.com/coreos/go-systemd v0.0.0-20191104093116-d3cd4ed1dbcf // indirect
 	github.com/coreos/pkg v0.0.0-20220810130054-c7d1c02cb6cf // indirect
-	github.com/fatih/color v1.9.0 // indirect
+	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
-	github.com/hashicorp/go-immutable-radix v1.3.0 // indirect
-	github.com/hashicorp/go-msgpack v1.1.5 // indirect
-	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/mattn/go-colorable v0.1.6 // indirect
-	github.com/mattn/go-isatty v0.0.12 // indirect
+	github.com/mattn/go-colorable v0.1.12 // indirect
+	github.com/mattn/go-isatty v0.0.14 // indirect
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
@@ -53,3 +60,9 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
+
+replace github.com/pagelog/pagelog/raftstore => ../../raftstore
+
+// raft-boltdb/v2 v2.3.1 imports go-metrics/compat, which go-metrics v0.7.0
+// (required by raft v1.8.0) no longer has; raft v1.8.0 builds on v0.5.4.
+replace github.com/hashicorp/go-metrics => github.com/hashicorp/go-metrics v0.5.4
