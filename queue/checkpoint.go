@@ -174,14 +174,28 @@ func (q *Queue) fileMode() os.FileMode {
 	return 0o600
 }
 
-// dropBelow removes the delete-log segments whose records all name
-// messages below the checkpointed head, and the message-log segments whose
-// messages all lie below it.
+// dropBelow removes the delete-log and receive-count-log segments whose
+// records all name messages below the checkpointed head, and the
+// message-log segments whose messages all lie below it and below every
+// record of the dedup window (whose ids must survive a restart).
 func (q *Queue) dropBelow(head uint64) error {
 	q.mu.Lock()
 	point := q.buckets.dropPoint(head, q.dels.Next())
+	var rpoint uint64
+	if q.recvs != nil {
+		rpoint = q.recvBuckets.dropPoint(head, q.recvs.Next())
+	}
+	now := q.now()
 	q.mu.Unlock()
+	msgs := head
+	if low, ok := q.dedup.low(now); ok {
+		msgs = min(msgs, low)
+	}
 	_, derr := q.dels.DropBefore(point)
-	_, lerr := q.log.DropBefore(head)
-	return errors.Join(derr, lerr)
+	var rerr error
+	if q.recvs != nil {
+		_, rerr = q.recvs.DropBefore(rpoint)
+	}
+	_, lerr := q.log.DropBefore(msgs)
+	return errors.Join(derr, rerr, lerr)
 }

@@ -1829,7 +1829,7 @@ func TestHostileVisibilityAndDoneContext(t *testing.T) {
 	defer cancel2()
 	pending := clock.Pending()
 	q.mu.Lock()
-	inFlight, ready, cursor, recv := q.t.InFlight(), q.t.ReadyAgain(), q.t.Cursor(), q.counts.received
+	inFlight, ready, cursor, recv := q.es.n[stInFlight], q.es.nAgain, q.t.Cursor(), q.counts.received
 	q.mu.Unlock()
 	for _, ctx := range []context.Context{done, expired} {
 		m, err := q.Receive(ctx)
@@ -1838,7 +1838,7 @@ func TestHostileVisibilityAndDoneContext(t *testing.T) {
 		}
 	}
 	q.mu.Lock()
-	changed := q.t.InFlight() != inFlight || q.t.ReadyAgain() != ready || q.t.Cursor() != cursor || q.counts.received != recv
+	changed := q.es.n[stInFlight] != inFlight || q.es.nAgain != ready || q.t.Cursor() != cursor || q.counts.received != recv
 	q.mu.Unlock()
 	if changed || clock.Pending() != pending {
 		t.Errorf("a Receive with a done context changed the queue")

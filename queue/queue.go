@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -21,18 +20,40 @@ import (
 // acknowledges it. A message whose deadline passes before it is deleted is
 // handed out again (at-least-once delivery).
 //
+// # Features
+//
+// A message may be delayed (SendOptions.Delay, Due, Options.DefaultDelay):
+// it is never handed out before its due time, and within 10 ms of it when
+// a receiver waits (a timer is set for the earliest due time). It may
+// belong to an ordering group (SendOptions.Group): the messages of one
+// group are handed out one at a time, in send order, the next only once
+// the previous one is deleted or moved to the dead letters, across
+// redeliveries and restarts; delayed messages and groups hold back no
+// other message. A send may carry a deduplication id
+// (SendOptions.DedupID): within Options.DedupWindow a second send of the
+// id appends nothing and returns the first offset. With
+// Options.MaxReceives, a message received that many times without being
+// deleted is moved to the dead-letter queue (DeadLetter) when it would be
+// ready again; Redrive moves dead letters back. ChangeVisibility and
+// Release move a message's deadline.
+//
 // # Files
 //
 // The messages are an ordinary Log in the queue's directory D (`pagelog read
-// --dir D` reads them). Beside it: queue.head, the head checkpoint, and
-// D/deletes/, the delete log (one record per Delete). FORMAT.md describes
-// both. Segments of either log that lie wholly below a checkpointed head are
-// removed.
+// --dir D` reads them); due times, groups, dedup ids and dead-letter
+// origins are attributes of their records. Beside it: queue.head, the head
+// checkpoint; D/deletes/, the delete log (one record per Delete); and, with
+// MaxReceives, D/receives/, the receive-count log (one record per hand-out).
+// FORMAT.md describes them. Segments of these logs that lie wholly below a
+// checkpointed head are removed (the message log keeps the records of the
+// dedup window too). The dead-letter queue is a Queue of its own, by
+// default in the sibling directory D.dead.
 //
 // # Positions
 //
-// End is the next send's offset, Cursor the oldest message never handed out
-// (in this process), Head the oldest message not deleted.
+// End is the next send's offset, Cursor the oldest message the queue has
+// not looked at yet (in this process), Head the oldest message not
+// deleted.
 //
 // # Body lifetime
 //
@@ -47,15 +68,17 @@ import (
 // # Concurrency
 //
 // Every method is safe for concurrent use. Sends are serialized in the log;
-// Receive, Delete and Stats take a short lock on the in-flight table. No
+// Receive, Delete and Stats take a short lock on the queue's state. No
 // message is handed to two receivers while its deadline has not passed.
 //
 // # Restart
 //
 // Deadlines live in memory only. After a reopen every message not deleted
-// is ready at once, lowest offset first, with Receives starting again at 1;
-// no deleted message is handed out again (see the README for the promises
-// under each sync policy).
+// is ready at once (delayed ones at their due time, grouped ones in their
+// group's order), lowest offset first; no deleted message is handed out
+// again (see the README for the promises under each sync policy). Receive
+// counts survive a restart when the receive-count log exists (MaxReceives
+// > 0); otherwise Receives starts again at 1.
 type Queue struct {
 	dir     string
 	opts    Options
@@ -63,21 +86,31 @@ type Queue struct {
 	vis     time.Duration
 	log     *engine.Log
 	dels    *engine.Log
-	syncEnd bool // SyncAlways: hand out only durable messages
+	recvs   *engine.Log // the receive-count log; nil when there is none
+	syncEnd bool        // SyncAlways: hand out only durable messages
+	dead    *Queue      // the dead-letter queue; nil when there is none
+	owner   *Queue      // the source, when this is a dead-letter queue
+	dedup   *dedupWindow
 
 	closed atomic.Bool
 	inside atomic.Int32 // receivers in Receive: a Send must look for waiters
 	sent   atomic.Uint64
 
-	mu       sync.Mutex
-	t        *inflight.Table
-	skip     *skipSet // deleted offsets at or above the cursor
-	waiters  waitList
-	timer    Timer
-	timerAt  int64  // deadline the timer is set for (Unix ns)
-	timerGen uint64 // bumps when the timer is replaced, to ignore stale calls
-	buckets  deleteBuckets
-	counts   queueCounts
+	mu          sync.Mutex
+	t           *inflight.Table // which offsets in [head, cursor) are done
+	es          *entries        // the messages in [head, cursor) not done
+	skip        *skipSet        // deleted offsets at or above the cursor
+	restored    restoredCounts  // receive counts read at open, above the cursor
+	dying       []uint64        // messages to move to the dead letters
+	retryAt     int64           // after a failed move: when to try again
+	moves       sync.WaitGroup  // moves and redrives running
+	waiters     waitList
+	timer       Timer
+	timerAt     int64  // time the timer is set for (queue time)
+	timerGen    uint64 // bumps when the timer is replaced, to ignore stale calls
+	buckets     deleteBuckets
+	recvBuckets deleteBuckets
+	counts      queueCounts
 
 	ck       checkpointState
 	recovery Recovery
@@ -85,92 +118,76 @@ type Queue struct {
 	pins     pins      // records of handed-out bodies, kept until their deadlines
 }
 
-// Options configure a Queue. Zero fields mean the defaults.
-type Options struct {
-	// Log configures the message log. Its Sync policy applies to the
-	// delete log too. ReadOnly is refused.
-	Log engine.Options
-	// Visibility is how long a received message stays hidden; default 30 s.
-	Visibility time.Duration
-	// CheckpointInterval is how often the head is written to queue.head
-	// when it moved; default 1 s. Close writes it too.
-	CheckpointInterval time.Duration
-	// Clock is the source of time for deadlines and timers; nil means the
-	// system clock. Tests inject a fake one to make time pass at will.
-	Clock Clock
-}
-
-// Queue defaults and limits.
-const (
-	DefaultVisibility         = 30 * time.Second
-	DefaultCheckpointInterval = time.Second
-	// MaxVisibility bounds how long a message may stay hidden: deadlines
-	// are nanoseconds on the queue's own clock, and a year keeps every
-	// one far from overflow.
-	MaxVisibility = 365 * 24 * time.Hour
-)
-
 // ErrNotInFlight is returned by Delete for an offset that was not handed
-// out since the queue was opened, or that lies beyond the end.
+// out since the queue was opened, or that lies beyond the end, and by
+// ChangeVisibility and Release for a message not in flight.
 var ErrNotInFlight = errors.New("pagelog: message not in flight")
+
+// ErrNoDeadLetters is returned by Redrive of a queue that has no
+// dead-letter queue.
+var ErrNoDeadLetters = errors.New("pagelog: the queue has no dead-letter queue")
 
 // Message is one message handed out by Receive.
 type Message struct {
 	Offset   uint64
 	Body     []byte    // zero-copy; see the Queue's body lifetime rule
-	Receives int       // 1 on the first hand-out, +1 at each hand-out after a deadline passed
+	Receives int       // 1 on the first hand-out, +1 at each hand-out after that
 	Deadline time.Time // hidden from other receivers until then
+	Group    string    // the message's ordering group, "" when none
 }
 
 // Stats is a snapshot of a queue's positions and counters.
 type Stats struct {
 	End        uint64 // offset of the next send
-	Cursor     uint64 // oldest message never handed out since open
+	Cursor     uint64 // oldest message the queue has not looked at since open
 	Head       uint64 // oldest message not deleted
+	Messages   uint64 // messages not deleted
 	InFlight   int    // handed out, deadline not passed
-	ReadyAgain int    // deadline passed, waiting to be handed out again
+	ReadyAgain int    // handed out before, deadline passed, waiting to be handed out again
+
+	// What the features add. The queue knows of a message once its
+	// cursor has passed it: a receiver looking for a ready message passes
+	// the delayed and waiting ones in its way.
+	Delayed       int           // waiting for their due time
+	Waiting       int           // grouped, waiting for an earlier message of their group
+	Groups        int           // ordering groups with messages the queue knows of
+	GroupsWaiting int           // of them, those with a message waiting behind an earlier one
+	Dying         int           // waiting to be moved to the dead letters
+	DeadLetters   uint64        // messages in the dead-letter queue not deleted
+	DedupIDs      int           // deduplication ids remembered
+	OldestAge     time.Duration // age of the head message, from the time index (0: none)
 
 	// Counters since open.
-	Sent        uint64 // messages sent
-	Received    uint64 // hand-outs, redeliveries included
-	Redelivered uint64 // hand-outs after a deadline passed (Receives > 1)
-	Deleted     uint64 // messages deleted (not counting repeated deletes)
+	Sent         uint64 // messages sent
+	Received     uint64 // hand-outs, redeliveries included
+	Redelivered  uint64 // hand-outs with Receives > 1
+	Deleted      uint64 // messages deleted (not counting repeated deletes)
+	DeadLettered uint64 // messages moved to the dead letters
+	Redriven     uint64 // dead letters moved back into this queue
 
 	Checkpointed    uint64 // head written in queue.head
 	CheckpointError error  // the last checkpoint's failure, nil when it worked
+	MoveError       error  // the last dead-letter move's failure, nil when it worked
 }
 
 // queueCounts are the counters of Stats kept under Queue.mu.
 type queueCounts struct {
-	received, redelivered, deleted uint64
-}
-
-func (o Options) withDefaults() (Options, error) {
-	switch {
-	case o.Log.ReadOnly:
-		return o, fmt.Errorf("%w: a queue cannot be opened read-only", engine.ErrBadOptions)
-	case o.Visibility < 0 || o.Visibility > MaxVisibility:
-		return o, fmt.Errorf("%w: Visibility %v outside [0, %v] (0: %v)", engine.ErrBadOptions, o.Visibility, MaxVisibility, DefaultVisibility)
-	case o.CheckpointInterval < 0:
-		return o, fmt.Errorf("%w: CheckpointInterval %v is negative (0: %v)", engine.ErrBadOptions, o.CheckpointInterval, DefaultCheckpointInterval)
-	}
-	if o.Visibility == 0 {
-		o.Visibility = DefaultVisibility
-	}
-	if o.CheckpointInterval == 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
-	}
-	if o.Clock == nil {
-		o.Clock = systemClock{}
-	}
-	return o, o.Log.Validate()
+	received, redelivered, deleted, deadLettered, redriven uint64
+	moveErr                                                error
 }
 
 // Open opens (creating it if needed) the queue in dir. It rebuilds the
-// queue's state from the head checkpoint and the delete log; Recovery tells
-// what it found.
+// queue's state from the head checkpoint, the delete log and the
+// receive-count log, and the dedup window from the end of the message log;
+// Recovery tells what it found. It opens the dead-letter queue too (see
+// Options.DeadLetterDir); a dead-letter directory that another queue has
+// open gives ErrLocked.
 func Open(dir string, opts Options) (*Queue, error) {
-	opts, err := opts.withDefaults()
+	return open(dir, opts, nil)
+}
+
+func open(dir string, opts Options, owner *Queue) (*Queue, error) {
+	opts, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -182,31 +199,67 @@ func Open(dir string, opts Options) (*Queue, error) {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
 	}
-	if st, err := os.Stat(filepath.Join(dir, deletesDir)); err == nil && !st.IsDir() {
-		return nil, fmt.Errorf("pagelog: open %s: %s is not a directory (the queue's delete log)", dir, filepath.Join(dir, deletesDir))
-	}
-	lo.RetireMappings = true
-	l, err := engine.Open(dir, lo)
-	if err != nil {
-		return nil, err
-	}
-	dels, err := engine.Open(filepath.Join(dir, deletesDir), deleteLogOptions(opts.Log))
-	if err != nil {
-		_ = l.Close()
-		return nil, err
+	for _, sub := range []string{deletesDir, receivesDir} {
+		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && !st.IsDir() {
+			return nil, fmt.Errorf("pagelog: open %s: %s is not a directory (the queue's %s log)", dir, filepath.Join(dir, sub), sub)
+		}
 	}
 	q := &Queue{
 		dir: dir, opts: opts, clock: opts.Clock, vis: opts.Visibility,
-		log: l, dels: dels, syncEnd: opts.Log.Sync == engine.SyncAlways,
+		syncEnd: opts.Log.Sync == engine.SyncAlways, owner: owner,
+		dedup: newDedupWindow(opts.DedupWindow),
 		epoch: opts.Clock.Now(),
 	}
-	if err := q.restore(); err != nil {
-		_ = dels.Close()
-		_ = l.Close()
+	if err := q.openLogs(); err != nil {
+		q.closeLogs()
 		return nil, err
+	}
+	if err := q.restore(); err != nil {
+		q.closeLogs()
+		return nil, err
+	}
+	if err := q.rebuildDedup(); err != nil {
+		q.closeLogs()
+		return nil, err
+	}
+	if owner == nil {
+		if err := q.openDeadLetters(); err != nil {
+			q.closeLogs()
+			return nil, err
+		}
 	}
 	q.scheduleCheckpoint()
 	return q, nil
+}
+
+// openLogs opens the message log, the delete log and, when MaxReceives >
+// 0 or it exists, the receive-count log.
+func (q *Queue) openLogs() error {
+	lo := q.opts.Log
+	lo.RetireMappings = true
+	var err error
+	if q.log, err = engine.Open(q.dir, lo); err != nil {
+		return err
+	}
+	if q.dels, err = engine.Open(filepath.Join(q.dir, deletesDir), deleteLogOptions(q.opts.Log)); err != nil {
+		return err
+	}
+	rdir := filepath.Join(q.dir, receivesDir)
+	if _, serr := os.Stat(rdir); q.opts.MaxReceives > 0 || serr == nil {
+		if q.recvs, err = engine.Open(rdir, receiveLogOptions(q.opts.Log)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeLogs closes the logs that are open (after a failed Open).
+func (q *Queue) closeLogs() {
+	for _, l := range []*engine.Log{q.recvs, q.dels, q.log} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
 }
 
 // Dir returns the queue's directory.
@@ -215,161 +268,102 @@ func (q *Queue) Dir() string { return q.dir }
 // Recovery returns the report of what Open found and did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
 
-// Send appends body as a new message and returns its offset. Under
-// SyncAlways it returns once the message is synced. The queue keeps no
-// reference to body.
+// Send appends body as a new message (delayed by Options.DefaultDelay) and
+// returns its offset. Under SyncAlways it returns once the message is
+// synced. The queue keeps no reference to body.
 func (q *Queue) Send(body []byte) (uint64, error) {
+	if q.opts.DefaultDelay == 0 {
+		return q.appendOne(body, nil)
+	}
+	return q.SendWith(body, SendOptions{})
+}
+
+// SendWith is Send with delivery options: a delay or due time, an ordering
+// group, a deduplication id. A DedupID sent within the DedupWindow appends
+// nothing and returns the offset of its first send (even if that message
+// was deleted since). Options out of their bounds give an error wrapping
+// ErrInvalidAttrs and send nothing.
+func (q *Queue) SendWith(body []byte, o SendOptions) (uint64, error) {
+	a, err := o.attrs(q.clock.Now(), q.opts.DefaultDelay)
+	if err != nil {
+		return 0, err
+	}
+	if o.DedupID != "" {
+		return q.sendDedup(body, &a, o.DedupID)
+	}
+	return q.appendOne(body, &a)
+}
+
+// SendBatch appends bodies as consecutive messages (delayed by
+// Options.DefaultDelay) with one append and, under SyncAlways, one sync,
+// and returns the first one's offset. A body over the size limit sends
+// nothing. An error after some were written (a full disk, a failed sync)
+// says how many were sent: those offsets from first on are messages.
+func (q *Queue) SendBatch(bodies [][]byte) (first uint64, err error) {
+	var attrs []*engine.Attrs
+	if q.opts.DefaultDelay > 0 {
+		a, err := SendOptions{}.attrs(q.clock.Now(), q.opts.DefaultDelay)
+		if err != nil {
+			return 0, err
+		}
+		attrs = make([]*engine.Attrs, len(bodies))
+		for i := range attrs {
+			attrs[i] = &a
+		}
+	}
+	first, n, err := q.appendBatch(bodies, attrs)
+	if err != nil && n > 0 {
+		return first, fmt.Errorf("pagelog: send batch: %d of %d messages sent, offsets [%d, %d): %w", n, len(bodies), first, first+uint64(n), err)
+	}
+	return first, err
+}
+
+// appendOne appends one message and wakes a waiting receiver.
+func (q *Queue) appendOne(body []byte, a *engine.Attrs) (uint64, error) {
 	if q.closed.Load() {
 		return 0, engine.ErrClosed
 	}
-	off, err := q.log.Append(body)
+	off, err := q.log.AppendWith(body, a)
 	if err != nil {
 		return 0, err
 	}
 	q.sent.Add(1)
-	if q.inside.Load() > 0 {
-		q.mu.Lock()
-		q.waiters.wake(1)
-		q.mu.Unlock()
-	}
+	q.wakeForSends(1)
 	return off, nil
 }
 
-// Receive hands out a message and hides it until its deadline: first the
-// ready-again message with the lowest offset, else the one at the cursor.
-// When none is ready it blocks until one is (a Send, an expiring deadline),
-// the queue is closed (ErrClosed) or ctx is done (ctx.Err()). A context
-// that is already done returns ctx.Err() at once and hands out nothing.
-//
-// A message whose record fails its checks is handed out like any other,
-// with an error wrapping ErrCorrupt and the Message's Offset, Receives and
-// Deadline set: delete it to skip it, or it comes back after its deadline.
-func (q *Queue) Receive(ctx context.Context) (Message, error) {
-	if err := ctx.Err(); err != nil {
-		return Message{}, err // a done context changes nothing
-	}
-	q.inside.Add(1)
-	defer q.inside.Add(-1)
-	for {
-		m, w, err := q.tryReceive()
-		if err != nil || w == nil {
-			return m, err
-		}
-		select {
-		case <-w:
-		case <-ctx.Done():
-			q.cancelWait(w)
-			return Message{}, ctx.Err()
-		}
-	}
-}
-
-// TryReceive is Receive without waiting: ok is false, and nothing changes,
-// when no message is ready now.
-func (q *Queue) TryReceive() (m Message, ok bool, err error) {
-	return q.tryReceiveNow()
-}
-
-// tryReceiveNow hands out a message if one is ready; handed is false when
-// none is.
-func (q *Queue) tryReceiveNow() (Message, bool, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+// appendBatch appends messages with one append and wakes as many waiting
+// receivers.
+func (q *Queue) appendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
 	if q.closed.Load() {
-		return Message{}, false, engine.ErrClosed
+		return 0, 0, engine.ErrClosed
 	}
-	m, ok, err := q.handOut()
-	return m, ok, err
+	first, n, err := q.log.AppendBatch(bodies, attrs)
+	if n > 0 {
+		q.sent.Add(uint64(n))
+		q.wakeForSends(n)
+	}
+	return first, n, err
 }
 
-// handOut hands out the next ready message, if any, with its body. Called
-// with q.mu held. A message whose record fails its checks is handed out
-// too, with the error (see Receive).
-func (q *Queue) handOut() (Message, bool, error) {
-	now := q.now()
-	q.expire(now)
-	deadline := addSat(now, int64(q.vis))
-	off, recv, ok, err := q.take(deadline)
-	if err != nil || !ok {
-		return Message{}, false, err
+// wakeForSends wakes up to n receivers blocked in Receive, if any.
+func (q *Queue) wakeForSends(n int) {
+	if q.inside.Load() > 0 {
+		q.mu.Lock()
+		q.waiters.wake(n)
+		q.mu.Unlock()
 	}
-	q.armTimer(now)
-	m := Message{Offset: off, Receives: recv, Deadline: q.wallTime(deadline)}
-	// The body is read, and its record kept until this hand-out's
-	// deadline (see pins), under the lock: nothing can delete the message
-	// and drop its segment in between.
-	r, err := q.log.Read(off)
-	if err != nil {
-		return m, true, err
-	}
-	m.Body = r.Body
-	q.pins.push(deadline, r)
-	return m, true, nil
 }
 
 // addSat adds without overflow.
 func addSat(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
 		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
 	}
 	return a + b
-}
-
-// tryReceive hands out a message, or registers the caller as a waiter and
-// returns the channel that wakes it.
-func (q *Queue) tryReceive() (Message, chan struct{}, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed.Load() {
-		return Message{}, nil, engine.ErrClosed
-	}
-	m, ok, err := q.handOut()
-	if !ok && err == nil {
-		return Message{}, q.waiters.add(), nil
-	}
-	return m, nil, err
-}
-
-// take hands out the next message with the given deadline: the lowest
-// ready-again one, else the one at the cursor (skipping deleted offsets).
-func (q *Queue) take(deadline int64) (uint64, int, bool, error) {
-	if off, recv, ok := q.t.PopReady(deadline); ok {
-		q.counts.received++
-		q.counts.redelivered++
-		return off, recv, true, nil
-	}
-	if err := q.skipAhead(); err != nil {
-		return 0, 0, false, err
-	}
-	c := q.t.Cursor()
-	if c >= q.end() {
-		return 0, 0, false, nil
-	}
-	if err := q.t.Add(c, deadline); err != nil {
-		return 0, 0, false, fmt.Errorf("pagelog: queue hand-out of %d: %w", c, err)
-	}
-	q.counts.received++
-	return c, 1, true, nil
-}
-
-// skipAhead moves the cursor past the deleted offsets at it (deleted before
-// a restart, lost, or discarded ahead of the cursor), so that the head
-// follows.
-func (q *Queue) skipAhead() error {
-	end := q.end()
-	for {
-		c := q.t.Cursor()
-		q.skip.trimFront(c)
-		r, ok := q.skip.front()
-		if !ok || r.from != c || c >= end {
-			return nil
-		}
-		to := min(r.to, end)
-		if err := q.t.Skip(to); err != nil {
-			return fmt.Errorf("pagelog: queue skip of [%d, %d): %w", c, to, err)
-		}
-		q.skip.trimFront(to)
-	}
 }
 
 // end is the offset below which messages may be handed out: every appended
@@ -381,109 +375,56 @@ func (q *Queue) end() uint64 {
 	return q.log.Next()
 }
 
-// Delete marks the message at offset done: it leaves the in-flight table (a
-// late delete of a message whose deadline passed counts too) and a delete
-// record is appended to the delete log; under SyncAlways Delete returns
-// once that record is synced. Deleting an offset already deleted returns
-// nil. An offset not handed out since the queue was opened, or beyond the
-// end, gets ErrNotInFlight.
-func (q *Queue) Delete(offset uint64) error {
-	q.mu.Lock()
-	if q.closed.Load() {
-		q.mu.Unlock()
-		return engine.ErrClosed
-	}
-	st, err := q.t.Done(offset)
-	if err != nil {
-		known, head, cursor := q.skipped(offset), q.t.Head(), q.t.Cursor()
-		q.mu.Unlock()
-		if known {
-			return nil
-		}
-		return fmt.Errorf("%w: offset %d (head %d, cursor %d)", ErrNotInFlight, offset, head, cursor)
-	}
-	if st == inflight.StateDone {
-		q.mu.Unlock()
-		return nil
-	}
-	q.counts.deleted++
-	at, err := q.appendDelete(offset)
-	if serr := q.skipAhead(); err == nil {
-		err = serr
-	}
-	q.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return q.waitDelete(at)
-}
-
-// Discard deletes the message at offset whatever its state in this
-// process: in flight, ready again, or not handed out yet. It is meant for
-// tools (`pagelog queue delete`), which run in a process that did not
-// receive the message: the in-flight table lives in the receiving process
-// only. Discarding an offset already deleted returns nil; one at or beyond
-// the end gets an error wrapping ErrNotFound.
-func (q *Queue) Discard(offset uint64) error {
-	q.mu.Lock()
-	if q.closed.Load() {
-		q.mu.Unlock()
-		return engine.ErrClosed
-	}
-	if next := q.log.Next(); offset >= next {
-		q.mu.Unlock()
-		return fmt.Errorf("%w: offset %d is at or beyond the end %d", engine.ErrNotFound, offset, next)
-	}
-	if offset >= q.t.Cursor() {
-		if q.skipped(offset) {
-			q.mu.Unlock()
-			return nil
-		}
-		q.skip.add(offset, offset+1)
-		q.counts.deleted++
-		at, err := q.appendDelete(offset)
-		if err == nil {
-			err = q.skipAhead()
-		}
-		q.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		return q.waitDelete(at)
-	}
-	q.mu.Unlock()
-	return q.Delete(offset)
-}
-
-// waitDelete waits, under SyncAlways, until the delete record at is synced.
-func (q *Queue) waitDelete(at uint64) error {
-	if q.opts.Log.Sync != engine.SyncAlways {
-		return nil
-	}
-	return q.dels.WaitDurable(context.Background(), at)
-}
-
 // Stats returns the queue's positions and counters. It expires the
-// deadlines that have passed first.
+// deadlines and due times that have passed first.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	now := q.now()
 	if !q.closed.Load() {
-		q.expire(q.now())
+		q.expire(now)
 	}
 	head, ckErr := q.ck.snapshot()
-	return Stats{
-		End: q.log.Next(), Cursor: q.t.Cursor(), Head: q.t.Head(),
-		InFlight: q.t.InFlight(), ReadyAgain: q.t.ReadyAgain(),
-		Sent: q.sent.Load(), Received: q.counts.received,
+	es := q.es
+	groups, groupsWaiting := es.groupCounts()
+	next := q.log.Next()
+	st := Stats{
+		End: next, Cursor: q.t.Cursor(), Head: q.t.Head(),
+		InFlight: es.n[stInFlight], ReadyAgain: es.nAgain,
+		Delayed: es.n[stDelayed], Waiting: es.n[stWaiting],
+		Groups: groups, GroupsWaiting: groupsWaiting,
+		Dying: es.n[stDying] + es.n[stMoving],
+		Sent:  q.sent.Load(), Received: q.counts.received,
 		Redelivered: q.counts.redelivered, Deleted: q.counts.deleted,
-		Checkpointed: head, CheckpointError: ckErr,
+		DeadLettered: q.counts.deadLettered, Redriven: q.counts.redriven,
+		Checkpointed: head, CheckpointError: ckErr, MoveError: q.counts.moveErr,
 	}
+	if c := q.t.Cursor(); next > c {
+		st.Messages = next - c - min(q.skip.count(), next-c)
+	}
+	st.Messages += uint64(len(es.byOff))
+	q.mu.Unlock()
+	st.DedupIDs = q.dedup.size(now)
+	if st.Messages > 0 {
+		st.OldestAge = q.age(st.Head)
+	}
+	if q.dead != nil {
+		st.DeadLetters = q.dead.Stats().Messages
+	}
+	return st
 }
 
-// Close wakes every blocked receiver (they return ErrClosed), writes the
-// head checkpoint and closes both logs. Bodies handed out become invalid.
+// Close wakes every blocked receiver (they return ErrClosed), finishes the
+// moves to the dead letters under way or due, writes the head checkpoint
+// and closes the logs and the dead-letter queue. Bodies handed out become
+// invalid. The dead-letter queue is closed by its source's Close only.
 func (q *Queue) Close() error {
+	if q.owner != nil && !q.owner.closed.Load() {
+		return errors.New("pagelog: a dead-letter queue is closed by its source queue's Close")
+	}
+	return q.close()
+}
+
+func (q *Queue) close() error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
@@ -495,9 +436,25 @@ func (q *Queue) Close() error {
 	q.pins.releaseAll() // bodies are invalid from now on
 	q.mu.Unlock()
 
+	q.moves.Wait() // no move starts once closed, but this one
+	q.mu.Lock()
+	last := q.takeDying(true)
+	q.mu.Unlock()
+	if last != nil {
+		q.runMoves(last)
+	}
 	errs := []error{q.stopCheckpoints()}
 	if q.opts.Log.Sync == engine.SyncAlways {
 		errs = append(errs, q.dels.Sync())
+		if q.recvs != nil {
+			errs = append(errs, q.recvs.Sync())
+		}
+	}
+	if q.dead != nil {
+		errs = append(errs, q.dead.close())
+	}
+	if q.recvs != nil {
+		errs = append(errs, q.recvs.Close())
 	}
 	errs = append(errs, q.dels.Close(), q.log.Close())
 	return errors.Join(errs...)

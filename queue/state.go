@@ -41,6 +41,11 @@ type Recovery struct {
 	DeletesApplied int      // of them naming a message at or above the head
 	DeleteDamage   []string // damaged delete records, skipped (each may cause a redelivery)
 
+	ReceiveRecords int      // receive-count records read from the receive-count log
+	ReceiveCounts  int      // messages at or above the head with a receive count
+	ReceiveDamage  []string // damaged receive-count records, skipped (each may cost one more hand-out)
+	DedupIDs       int      // deduplication ids rebuilt from the end of the log
+
 	// Lost counts messages not deleted whose records the message log no
 	// longer holds (its unsynced tail was lost in a power failure under
 	// SyncNone or SyncInterval, or a segment file was removed), found at
@@ -49,8 +54,9 @@ type Recovery struct {
 	// given to a new message.
 	Lost uint64
 
-	Log     engine.Recovery // the message log's Open
-	Deletes engine.Recovery // the delete log's Open
+	Log      engine.Recovery // the message log's Open
+	Deletes  engine.Recovery // the delete log's Open
+	Receives engine.Recovery // the receive-count log's Open (zero when there is none)
 }
 
 // deleteLogOptions are the options of the delete log: small segments, the
@@ -90,7 +96,14 @@ func (q *Queue) restore() error {
 		return err
 	}
 	q.t = inflight.New(max(h.head, q.log.First()))
+	q.es = newEntries()
 	q.skip = skip
+	if q.recvs != nil {
+		rec.Receives = q.recvs.Recovery()
+		counts, n, damage := replayReceives(q.recvs, q.t.Head(), q.recvBuckets.add)
+		q.restored.c = counts
+		rec.ReceiveRecords, rec.ReceiveCounts, rec.ReceiveDamage = n, len(counts), damage
+	}
 	if err := q.skipAhead(); err != nil {
 		return err
 	}

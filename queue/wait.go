@@ -81,26 +81,27 @@ func (q *Queue) cancelWait(ch chan struct{}) {
 	q.mu.Unlock()
 }
 
-// expire moves the messages whose deadline is <= now to the ready-again
-// list and wakes as many receivers. Called with q.mu held.
-func (q *Queue) expire(now int64) {
-	if k := q.t.Expire(now); k > 0 {
-		q.waiters.wake(k)
-	}
-	q.pins.releaseUntil(now)
-}
-
-// armTimer makes sure a timer will fire at or before the earliest deadline.
-// A timer set for a later time is replaced; one set earlier is kept (it
-// finds nothing to expire and sets the next one), so that the common case,
-// deadlines handed out in increasing order, sets one timer per Visibility.
-// Called with q.mu held.
+// armTimer makes sure a timer will fire at or before the earliest
+// deadline or due time, the earliest pinned body's deadline, and at once
+// (or at the retry time, after a failed move) when moves to the dead
+// letters wait. A timer set for a later time is replaced; one set earlier
+// is kept (it finds nothing to do and sets the next one), so that the
+// common case, deadlines handed out in increasing order, sets one timer
+// per Visibility. Called with q.mu held.
 func (q *Queue) armTimer(now int64) {
-	next, ok := q.t.NextDeadline()
+	next, ok := int64(0), false
+	if q.es.timed.len() > 0 {
+		next, ok = q.es.e[q.es.timed.top()].at, true
+	}
 	if p, pinned := q.pins.next(); pinned && (!ok || p < next) {
 		next, ok = p, true
 	}
-	if !ok || (q.timer != nil && q.timerAt <= next) {
+	if len(q.dying) > 0 && q.dead != nil {
+		if r := max(now, q.retryAt); !ok || r < next {
+			next, ok = r, true
+		}
+	}
+	if !ok || q.closed.Load() || (q.timer != nil && q.timerAt <= next) {
 		return
 	}
 	q.stopTimer()
@@ -109,8 +110,8 @@ func (q *Queue) armTimer(now int64) {
 	q.timer = q.clock.AfterFunc(time.Duration(max(next-now, 0)), func() { q.onTimer(gen) }) // next >= now: no overflow
 }
 
-// stopTimer stops the deadline timer; a call already on its way is ignored
-// by its generation. Called with q.mu held.
+// stopTimer stops the timer; a call already on its way is ignored by its
+// generation. Called with q.mu held.
 func (q *Queue) stopTimer() {
 	if q.timer != nil {
 		q.timer.Stop()
@@ -119,19 +120,28 @@ func (q *Queue) stopTimer() {
 	q.timerGen++
 }
 
-// onTimer expires the deadlines that have passed, wakes receivers for
-// them, and sets the timer for the next deadline.
+// onTimer expires the deadlines and due times that have passed, wakes
+// receivers for them, sets the timer for the next one, and runs the moves
+// to the dead letters that are due.
 func (q *Queue) onTimer(gen uint64) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed.Load() || gen != q.timerGen {
+		q.mu.Unlock()
 		return
 	}
 	q.timer = nil
 	q.timerGen++
 	now := q.now()
 	q.expire(now)
+	var batch []moveItem
+	if now >= q.retryAt {
+		batch = q.takeDying(false)
+	}
 	q.armTimer(now)
+	q.mu.Unlock()
+	if batch != nil {
+		q.runMoves(batch)
+	}
 }
 
 // now is the queue's time: nanoseconds since it was opened, by the Clock.
@@ -209,8 +219,8 @@ func (p *pins) pop() engine.Record {
 		p.h[i], p.h[c] = p.h[c], p.h[i]
 		i = c
 	}
-	if len(p.h) == 0 {
-		p.h = p.h[:0:0] // let the backing array go after a burst
+	if len(p.h) == 0 && cap(p.h) > 4096 {
+		p.h = nil // let the backing array of a burst go
 	}
 	return top
 }

@@ -1,0 +1,315 @@
+package queue
+
+// The state of the messages the cursor has passed and that are not deleted
+// (the in-flight table, inflight.Table, keeps only which offsets are done,
+// so that the head can move). Each such message has an entry in a slab,
+// found by offset through a map, in exactly one state:
+//
+//	state     meaning                                        where
+//	delayed   its due time has not come                      time heap (key: due)
+//	waiting   an earlier message of its group is not done    its group's line
+//	ready     may be handed out now                          ready heap (key: offset)
+//	inFlight  handed out, deadline not passed                time heap (key: deadline)
+//	dying     to be moved to the dead letters                Queue.dying
+//	moving    being moved to the dead letters, or redriven   (nowhere)
+//
+// A grouped message sits in its group's line too, in offset order, from
+// the moment the cursor passes it until it is done: only the front of a
+// line is ever delayed, ready, in flight, dying or moving; the others wait.
+//
+// All of it is guarded by Queue.mu.
+
+type mstate uint8
+
+const (
+	stDelayed mstate = iota
+	stWaiting
+	stReady
+	stInFlight
+	stDying
+	stMoving
+	nStates
+)
+
+// entry is one message. at is the due time (delayed, and waiting: 0 when
+// none) or the deadline (in flight), in the queue's time.
+type entry struct {
+	off    uint64
+	at     int64
+	recv   uint32 // receives, those restored from the receive-count log included
+	pos    int32  // position in its heap, -1 when in none
+	group  int32  // index in entries.groups, -1 when none
+	state  mstate
+	handed bool // handed out since the queue was opened
+}
+
+// group is the line of one ordering group: the entries of its messages
+// that the cursor has passed and that are not done, oldest first.
+type group struct {
+	name  string
+	line  []int32 // entry indexes; line[first] is the front
+	first int
+}
+
+func (g *group) front() int32 { return g.line[g.first] }
+
+func (g *group) size() int { return len(g.line) - g.first }
+
+// entries holds the entries, their heaps and the groups.
+type entries struct {
+	e      []entry
+	free   []int32
+	byOff  map[uint64]int32
+	timed  heap // delayed and in-flight entries by at, then offset
+	ready  heap // ready entries by offset
+	n      [nStates]int
+	nAgain int // ready entries that were handed out before (Stats.ReadyAgain)
+
+	groups     []group
+	freeGroups []int32
+	byGroup    map[string]int32
+}
+
+func newEntries() *entries {
+	es := &entries{byOff: map[uint64]int32{}, byGroup: map[string]int32{}}
+	es.timed.less = func(a, b int32) bool {
+		x, y := &es.e[a], &es.e[b]
+		return x.at < y.at || x.at == y.at && x.off < y.off
+	}
+	es.ready.less = func(a, b int32) bool { return es.e[a].off < es.e[b].off }
+	es.timed.es, es.ready.es = es, es
+	return es
+}
+
+// add makes an entry for off, in no state yet (the caller sets one), in
+// group g ("" for none), and returns its index.
+func (es *entries) add(off uint64, recv uint32, g []byte) int32 {
+	i := slabAlloc(&es.e, &es.free)
+	es.e[i] = entry{off: off, recv: recv, pos: -1, group: -1, state: nStates}
+	es.byOff[off] = i
+	if g != nil {
+		k, ok := es.byGroup[string(g)]
+		if !ok {
+			k = es.newGroup(string(g))
+		}
+		es.e[i].group = k
+		es.groups[k].line = append(es.groups[k].line, i)
+	}
+	return i
+}
+
+func (es *entries) newGroup(name string) int32 {
+	k := slabAlloc(&es.groups, &es.freeGroups)
+	es.groups[k] = group{name: name}
+	es.byGroup[name] = k
+	return k
+}
+
+// slabAlloc returns the index of a free element of *slab: one from *free,
+// else a new one.
+func slabAlloc[T any](slab *[]T, free *[]int32) int32 {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return i
+	}
+	var zero T
+	*slab = append(*slab, zero)
+	return int32(len(*slab) - 1)
+}
+
+// lookup returns the index of the entry of off.
+func (es *entries) lookup(off uint64) (int32, bool) {
+	i, ok := es.byOff[off]
+	return i, ok
+}
+
+// front reports whether entry i may leave the waiting state: it has no
+// group, or it is its group's front.
+func (es *entries) front(i int32) bool {
+	g := es.e[i].group
+	return g < 0 || es.groups[g].front() == i
+}
+
+// groupName returns the name of entry i's group, "" when none.
+func (es *entries) groupName(i int32) string {
+	if g := es.e[i].group; g >= 0 {
+		return es.groups[g].name
+	}
+	return ""
+}
+
+// set moves entry i (in no state: new, or just taken out of one by unset)
+// into state st with time at.
+func (es *entries) set(i int32, st mstate, at int64) {
+	x := &es.e[i]
+	x.state, x.at = st, at
+	es.n[st]++
+	switch st {
+	case stDelayed, stInFlight:
+		es.timed.push(i)
+	case stReady:
+		es.ready.push(i)
+		if x.handed {
+			es.nAgain++
+		}
+	}
+}
+
+// unset takes entry i out of its state (and its heap).
+func (es *entries) unset(i int32) {
+	x := &es.e[i]
+	if x.state == nStates {
+		return
+	}
+	es.n[x.state]--
+	switch x.state {
+	case stDelayed, stInFlight:
+		es.timed.remove(x.pos)
+	case stReady:
+		es.ready.remove(x.pos)
+		if x.handed {
+			es.nAgain--
+		}
+	}
+	x.state = nStates
+}
+
+// drop forgets entry i, which is in no state, and returns the index of the
+// next message of its group, which becomes the front, or -1.
+func (es *entries) drop(i int32) int32 {
+	x := es.e[i]
+	delete(es.byOff, x.off)
+	es.e[i] = entry{pos: -1, group: -1, state: nStates}
+	es.free = append(es.free, i)
+	if x.group < 0 {
+		return -1
+	}
+	g := &es.groups[x.group]
+	wasFront := g.front() == i
+	if wasFront {
+		g.first++
+	} else {
+		for k := g.first; k < len(g.line); k++ {
+			if g.line[k] == i {
+				g.line = append(g.line[:k], g.line[k+1:]...)
+				break
+			}
+		}
+	}
+	if g.size() == 0 {
+		delete(es.byGroup, g.name)
+		*g = group{}
+		es.freeGroups = append(es.freeGroups, x.group)
+		return -1
+	}
+	if g.first > 64 && g.first > len(g.line)/2 {
+		g.line = append(g.line[:0], g.line[g.first:]...)
+		g.first = 0
+	}
+	if !wasFront {
+		return -1
+	}
+	return g.front()
+}
+
+// groupCounts returns how many groups have a line, and how many of them
+// hold a message waiting behind an earlier one.
+func (es *entries) groupCounts() (groups, waiting int) {
+	for _, k := range es.byGroup {
+		groups++
+		if es.groups[k].size() > 1 {
+			waiting++
+		}
+	}
+	return groups, waiting
+}
+
+// heap is a binary min-heap of entry indexes that keeps each entry's pos
+// up to date.
+type heap struct {
+	h    []int32
+	less func(a, b int32) bool
+	es   *entries
+}
+
+func (h *heap) len() int { return len(h.h) }
+
+func (h *heap) top() int32 { return h.h[0] }
+
+func (h *heap) place(k int, i int32) {
+	h.h[k] = i
+	h.es.e[i].pos = int32(k)
+}
+
+func (h *heap) push(i int32) {
+	h.h = append(h.h, i)
+	h.up(len(h.h)-1, i)
+}
+
+// pop removes and returns the top; the heap must not be empty.
+func (h *heap) pop() int32 {
+	i := h.h[0]
+	h.remove(0)
+	return i
+}
+
+// remove removes the element at position k.
+func (h *heap) remove(k int32) {
+	i := h.h[k]
+	n := len(h.h) - 1
+	last := h.h[n]
+	h.h = h.h[:n]
+	h.es.e[i].pos = -1
+	if int(k) < n {
+		if k > 0 && h.less(last, h.h[(k-1)/2]) {
+			h.up(int(k), last)
+		} else {
+			h.down(int(k), last)
+		}
+	}
+	if n == 0 && cap(h.h) > 4096 {
+		h.h = nil // let the backing array of a burst go
+	}
+}
+
+// fix restores the order after the key of the element at k changed.
+func (h *heap) fix(k int32) {
+	i := h.h[k]
+	if k > 0 && h.less(i, h.h[(k-1)/2]) {
+		h.up(int(k), i)
+	} else {
+		h.down(int(k), i)
+	}
+}
+
+func (h *heap) up(k int, i int32) {
+	for k > 0 {
+		p := (k - 1) / 2
+		if !h.less(i, h.h[p]) {
+			break
+		}
+		h.place(k, h.h[p])
+		k = p
+	}
+	h.place(k, i)
+}
+
+func (h *heap) down(k int, i int32) {
+	n := len(h.h)
+	for {
+		c := 2*k + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h.less(h.h[r], h.h[c]) {
+			c = r
+		}
+		if !h.less(h.h[c], i) {
+			break
+		}
+		h.place(k, h.h[c])
+		k = c
+	}
+	h.place(k, i)
+}

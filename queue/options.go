@@ -1,0 +1,176 @@
+package queue
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// Options configure a Queue. Zero fields mean the defaults.
+type Options struct {
+	// Log configures the message log. Its Sync policy applies to the
+	// delete log, the receive-count log and the dead-letter queue too.
+	// ReadOnly is refused.
+	Log engine.Options
+	// Visibility is how long a received message stays hidden; default 30 s.
+	Visibility time.Duration
+	// CheckpointInterval is how often the head is written to queue.head
+	// when it moved; default 1 s. Close writes it too.
+	CheckpointInterval time.Duration
+	// Clock is the source of time for deadlines, due times and timers; nil
+	// means the system clock. Tests inject a fake one to make time pass at
+	// will.
+	Clock Clock
+
+	// DefaultDelay is the delay of a Send, a SendBatch and a SendWith that
+	// names neither a Delay nor a Due time; default 0, at most MaxDelay.
+	DefaultDelay time.Duration
+	// DedupWindow is how long a SendWith's DedupID is remembered; default
+	// 5 minutes, at most MaxDedupWindow.
+	DedupWindow time.Duration
+	// MaxReceives moves a message received that many times without being
+	// deleted to the dead-letter queue when it would be ready again; 0
+	// means unlimited. With MaxReceives > 0 each hand-out's receive count
+	// is written to the receive-count log before the body is handed out.
+	MaxReceives int
+	// DeadLetterDir is the directory of the dead-letter queue; default the
+	// sibling directory "<dir>.dead". The dead-letter queue is opened (and
+	// created) with the queue when MaxReceives > 0, when DeadLetterDir is
+	// set, or when the directory exists already.
+	DeadLetterDir string
+}
+
+// SendOptions are a message's delivery options (SendWith).
+type SendOptions struct {
+	// Delay hides the message until Delay after the send. Delay and Due
+	// are exclusive; when both are zero, Options.DefaultDelay applies.
+	Delay time.Duration
+	// Due hides the message until Due (a time in the past: ready now).
+	Due time.Time
+	// Group names the message's ordering group (1-128 bytes; "" for
+	// none): within a group, messages are handed out one at a time, in
+	// send order.
+	Group string
+	// DedupID makes a second send of the same id within
+	// Options.DedupWindow append nothing and return the first send's
+	// offset (1-128 bytes; "" for none).
+	DedupID string
+}
+
+// Queue defaults and limits.
+const (
+	DefaultVisibility         = 30 * time.Second
+	DefaultCheckpointInterval = time.Second
+	DefaultDedupWindow        = 5 * time.Minute
+	// MaxVisibility bounds how long a message may stay hidden: deadlines
+	// are nanoseconds on the queue's own clock, and a year keeps every
+	// one far from overflow.
+	MaxVisibility = 365 * 24 * time.Hour
+	// MaxDelay bounds a delay and how far ahead a due time may lie.
+	MaxDelay = 365 * 24 * time.Hour
+	// MaxDedupWindow bounds DedupWindow.
+	MaxDedupWindow = 365 * 24 * time.Hour
+	// MaxIDBytes is the longest Group or DedupID.
+	MaxIDBytes = 128
+)
+
+func (o Options) withDefaults(dir string) (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return o, fmt.Errorf("%w: "+format, append([]any{engine.ErrBadOptions}, args...)...)
+	}
+	switch {
+	case o.Log.ReadOnly:
+		return bad("a queue cannot be opened read-only")
+	case o.Visibility < 0 || o.Visibility > MaxVisibility:
+		return bad("Visibility %v outside [0, %v] (0: %v)", o.Visibility, MaxVisibility, DefaultVisibility)
+	case o.CheckpointInterval < 0:
+		return bad("CheckpointInterval %v is negative (0: %v)", o.CheckpointInterval, DefaultCheckpointInterval)
+	case o.DefaultDelay < 0 || o.DefaultDelay > MaxDelay:
+		return bad("DefaultDelay %v outside [0, %v]", o.DefaultDelay, MaxDelay)
+	case o.DedupWindow < 0 || o.DedupWindow > MaxDedupWindow:
+		return bad("DedupWindow %v outside [0, %v] (0: %v)", o.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
+	case o.MaxReceives < 0:
+		return bad("MaxReceives %d is negative (0: unlimited)", o.MaxReceives)
+	}
+	if o.Visibility == 0 {
+		o.Visibility = DefaultVisibility
+	}
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = DefaultDedupWindow
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	if o.DeadLetterDir != "" && sameDir(o.DeadLetterDir, dir) {
+		return bad("DeadLetterDir %s is the queue's own directory", o.DeadLetterDir)
+	}
+	return o, o.Log.Validate()
+}
+
+// sameDir reports whether a and b name the same path once cleaned and made
+// absolute (links are not followed: the lock catches the rest).
+func sameDir(a, b string) bool {
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
+}
+
+// DeadLetterPath returns the default dead-letter directory of the queue in
+// dir: the sibling "<dir>.dead".
+func DeadLetterPath(dir string) string { return filepath.Clean(dir) + ".dead" }
+
+// attrs checks o and returns the attributes of a message sent at now
+// (wall time) with default delay def: the due time in whole milliseconds,
+// rounded up (none when it is not in the future), the group and the dedup
+// id.
+func (o SendOptions) attrs(now time.Time, def time.Duration) (engine.Attrs, error) {
+	var a engine.Attrs
+	bad := func(format string, args ...any) (engine.Attrs, error) {
+		return a, fmt.Errorf("%w: "+format, append([]any{engine.ErrInvalidAttrs}, args...)...)
+	}
+	switch {
+	case o.Delay != 0 && !o.Due.IsZero():
+		return bad("both Delay and Due are set")
+	case o.Delay < 0 || o.Delay > MaxDelay:
+		return bad("Delay %v outside [0, %v]", o.Delay, MaxDelay)
+	case !o.Due.IsZero() && o.Due.Sub(now) > MaxDelay:
+		return bad("Due %v is more than %v ahead", o.Due, MaxDelay)
+	case len(o.Group) > MaxIDBytes:
+		return bad("Group of %d bytes, at most %d", len(o.Group), MaxIDBytes)
+	case len(o.DedupID) > MaxIDBytes:
+		return bad("DedupID of %d bytes, at most %d", len(o.DedupID), MaxIDBytes)
+	}
+	due := o.Due
+	switch {
+	case o.Delay > 0:
+		due = now.Add(o.Delay)
+	case due.IsZero() && def > 0:
+		due = now.Add(def)
+	}
+	if !due.IsZero() {
+		if ms := ceilMilli(due); time.UnixMilli(ms).After(now) {
+			a.Due, a.HasDue = ms, true
+		}
+	}
+	if o.Group != "" {
+		a.Group = []byte(o.Group)
+	}
+	if o.DedupID != "" {
+		a.Dedup = []byte(o.DedupID)
+	}
+	return a, nil
+}
+
+// ceilMilli returns t in Unix milliseconds, rounded up.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
