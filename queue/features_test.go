@@ -81,6 +81,15 @@ func TestQueueDelay(t *testing.T) {
 	if got[0].Receives != 1 || string(got[0].Body) != "late" {
 		t.Fatalf("the delayed message: %+v", got[0])
 	}
+	// First looked at 1 ns before its due time, then at it.
+	unseen := mustSendWith(t, q, "unseen", SendOptions{Delay: time.Second})
+	clock.Advance(time.Second - 1)
+	wantOffsets(t, "first look, 1 ns early", drain(t, q))
+	clock.Advance(1)
+	wantOffsets(t, "at due", drain(t, q), unseen)
+	unseen = mustSendWith(t, q, "unseen", SendOptions{Delay: time.Second})
+	clock.Advance(time.Second)
+	wantOffsets(t, "first look at due", drain(t, q), unseen)
 
 	for _, o := range []SendOptions{
 		{Delay: time.Second, Due: clock.Now()}, {Delay: -1}, {Delay: MaxDelay + 1},
