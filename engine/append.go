@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/pagelog/pagelog/internal/record"
-	"github.com/pagelog/pagelog/internal/segment"
 )
 
 // Attrs are a record's optional attributes (FORMAT.md): a due time, an
@@ -65,9 +64,51 @@ func (l *Log) appendLocked(size int, attrs *Attrs, body []byte) (uint64, error) 
 	if err != nil {
 		return 0, err
 	}
+	l.appends++
+	l.appendedBytes += uint64(size)
 	l.next.Store(off + 1)
-	l.pre.wrote(s.End())
+	end := s.End()
+	l.pre.wrote(end)
+	l.rolls.wrote(end)
 	return off, nil
+}
+
+// appendManyLocked appends records from bodies[from:] into the active
+// segment, rolling first if the next one does not fit, with one write for as
+// many as the segment takes (see segment.AppendBatch). It returns how many
+// it appended.
+func (l *Log) appendManyLocked(attrs []*Attrs, bodies [][]byte, sizes []int, from int) (int, error) {
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	s := l.active
+	if s.Next() >= maxOffset {
+		return 0, fmt.Errorf("%w: the next offset would be %d", ErrFull, s.Next())
+	}
+	if !s.Room(sizes[from]) {
+		var err error
+		if s, err = l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	var a []*Attrs
+	if attrs != nil {
+		a = attrs[from:]
+	}
+	// Never past the last offset.
+	count := min(len(bodies)-from, int(min(uint64(len(bodies)), maxOffset-s.Next())))
+	k, err := s.AppendBatch(a, bodies[from:from+count], sizes[from:from+count])
+	for _, size := range sizes[from : from+k] {
+		l.appendedBytes += uint64(size)
+	}
+	l.appends += uint64(k)
+	if k > 0 {
+		l.next.Store(s.Next())
+		end := s.End()
+		l.pre.wrote(end)
+		l.rolls.wrote(end)
+	}
+	return k, err
 }
 
 // writable reports why appends are refused, if they are.
@@ -79,50 +120,6 @@ func (l *Log) writable() error {
 		return ErrReadOnly
 	}
 	return l.sync.failed()
-}
-
-// roll seals the active segment and starts the next one, named after the
-// next offset. The new segment is created first, so that a full disk leaves
-// the active segment as it was and the append can be retried. Under
-// SyncAlways the sealed files are synced before the new directory entry.
-func (l *Log) roll() (*segment.Segment, error) {
-	return l.rollTo(l.active.Next())
-}
-
-// rollTo is roll with the new segment's base given: above the active
-// segment's next offset only when offsets known to be used were lost (see
-// skipLostOffsets).
-func (l *Log) rollTo(base uint64) (*segment.Segment, error) {
-	old := l.active
-	s, err := segment.Create(l.cfg, base)
-	if err != nil {
-		return nil, err
-	}
-	syncing := l.opts.Sync != SyncNone
-	if err := old.Seal(syncing); err != nil {
-		_ = s.Close()
-		removeSegmentFiles(l.dir, s.Base())
-		// A half-sealed segment must never be appended to again (its file
-		// may already be trimmed under the mapping): refuse appends until
-		// the log is reopened and recovered.
-		l.sync.fail(fmt.Errorf("seal %s: %w", old.Path(), err))
-		return nil, err
-	}
-	if syncing {
-		if err := syncDir(l.dir); err != nil {
-			l.sync.fail(err)
-			return nil, err
-		}
-	}
-	if !syncing {
-		l.sync.pending = append(l.sync.pending, old)
-		l.sync.dirDirty = true
-	}
-	segs := append(*l.segs.Load(), s)
-	l.publish(segs)
-	l.active = s
-	l.pre.rolled(s)
-	return s, nil
 }
 
 // AppendBatch appends bodies as consecutive records under one lock and, under
@@ -156,19 +153,15 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 	}
 	l.mu.Lock()
 	first = l.next.Load()
-	for i, body := range bodies {
-		var a *Attrs
-		if attrs != nil {
-			a = attrs[i]
-		}
-		var off uint64
-		if off, err = l.appendLocked(sizes[i], a, body); err != nil {
+	for n < len(bodies) {
+		var k int
+		if k, err = l.appendManyLocked(attrs, bodies, sizes, n); err != nil {
 			break
 		}
 		if n == 0 {
-			first = off
+			first = l.next.Load() - uint64(k)
 		}
-		n++
+		n += k
 	}
 	l.mu.Unlock()
 	if err != nil || n == 0 {

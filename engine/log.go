@@ -31,10 +31,17 @@ type Log struct {
 	closed atomic.Bool
 	cuts   atomic.Pointer[cutHistory] // what Truncate cut, for iterators
 
-	sync syncState
-	pre  prefaulter
-	bg   sync.WaitGroup
-	stop chan struct{}
+	sync  syncState
+	pre   prefaulter
+	rolls rollState
+	bg    sync.WaitGroup
+	stop  chan struct{}
+
+	// Figures for Stats: appends count under mu, reads in a striped
+	// counter.
+	appends       uint64
+	appendedBytes uint64
+	reads         stripedCounter
 
 	recovery Recovery
 	views    map[*segment.Segment]segment.Recovery // what opening each view found (during a read-only open)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,8 +220,8 @@ func logFiles(t testing.TB, dir string) []logFile {
 	}
 	var out []logFile
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".log") {
-			continue
+		if !strings.HasSuffix(e.Name(), ".log") || strings.HasPrefix(e.Name(), segment.PreparedPrefix) {
+			continue // the prepared next segment is not part of the log yet
 		}
 		base, suffix, ok := segment.ParseName(e.Name())
 		if !ok || suffix != ".log" || len(e.Name()) != 24 {
@@ -259,10 +260,13 @@ func hashDir(t testing.TB, dir string) map[string][32]byte {
 	}
 	out := make(map[string][32]byte)
 	for _, e := range entries {
-		if e.IsDir() {
-			continue
+		if e.IsDir() || strings.HasPrefix(e.Name(), segment.PreparedPrefix) {
+			continue // the prepared next segment comes and goes in the background
 		}
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -252,6 +252,7 @@ func listDir(dir string) (dirList, error) {
 // with its end recovered. Leftover index files are removed.
 func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	bases := list.bases
+	l.removePreparedLeftovers()
 	for _, name := range list.leftovers {
 		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
 			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: an index file without its segment", name))
@@ -364,6 +365,7 @@ func (l *Log) skipLostOffsets(known uint64) error {
 	if _, err := l.rollTo(known); err != nil {
 		return err
 	}
+	l.awaitSeal() // MissingUpTo marks a sealed segment
 	s.MissingUpTo(known)
 	l.next.Store(known)
 	return nil

@@ -17,6 +17,7 @@ import (
 // contiguous suffix of the log, and the directory is synced at the end.
 func (l *Log) DropBefore(offset uint64) (int, error) {
 	l.mu.Lock()
+	l.awaitSeal()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
 		return 0, err
@@ -68,6 +69,7 @@ func (l *Log) SkipTo(next uint64) error {
 	if _, err := l.rollTo(next); err != nil {
 		return err
 	}
+	l.awaitSeal() // MissingUpTo marks a sealed segment
 	old.MissingUpTo(next)
 	l.next.Store(next)
 	if err := syncDir(l.dir); err != nil {

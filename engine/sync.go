@@ -24,7 +24,13 @@ type syncState struct {
 	done    chan struct{} // closed when the running sync ends
 	err     error         // sticky: the first failed sync
 	syncs   atomic.Int64  // syncs run (for tests and metrics)
-	point   recoveryPoint // where the newest sync reached in the active segment
+
+	// Figures of the syncs that moved durable (guarded by mu), for Stats.
+	rounds    uint64
+	took      time.Duration
+	lastBatch uint64
+	latency   [len(SyncBuckets) + 1]uint64
+	point     recoveryPoint // where the newest sync reached in the active segment
 
 	// cuts counts Truncate calls (guarded by mu): a sync that began before
 	// a cut does not advance durable, since its target named records that
@@ -167,6 +173,7 @@ func (st *syncState) run(l *Log) error {
 	cuts := st.cuts
 	st.mu.Unlock()
 	l.mu.Unlock()
+	began := time.Now()
 	var err error
 	for i, p := range pending {
 		if p == s {
@@ -201,9 +208,12 @@ func (st *syncState) run(l *Log) error {
 		if st.err == nil {
 			st.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
 		}
-	} else if target > st.durable.Load() && cuts == st.cuts {
-		st.durable.Store(target)
-		st.point = point
+	} else {
+		st.noteSync(time.Since(began), target-min(target, st.durable.Load()))
+		if target > st.durable.Load() && cuts == st.cuts {
+			st.durable.Store(target)
+			st.point = point
+		}
 	}
 	st.running = false
 	close(st.done)
@@ -357,6 +367,7 @@ func (l *Log) startBackground() {
 	if l.cfg.WriteThrough {
 		// Records go in with pwrite: no page of the mapping is written, so
 		// there is nothing to fault in ahead.
+		l.startPreparer()
 		l.startSyncers()
 		return
 	}
@@ -372,6 +383,7 @@ func (l *Log) startBackground() {
 	l.pre.rolled(l.active)
 	l.bg.Add(1)
 	go l.prefaultLoop()
+	l.startPreparer()
 	l.startSyncers()
 }
 

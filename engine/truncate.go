@@ -23,6 +23,7 @@ import (
 // process or another, keeps reading the bytes it was given.
 func (l *Log) Truncate(offset uint64) error {
 	l.mu.Lock()
+	l.awaitSeal()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
 		return err

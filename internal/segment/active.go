@@ -87,15 +87,31 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 	w := s.w
 	s.rp = h.RecoveryPoint
 	rep := Recovery{Segment: Name(s.base, LogSuffix), RecoveryPoint: h.RecoveryPoint}
-	src := mapSource(s.ro[:w.capacity])
+	// A file shorter than what a checkpoint says was written (cut by hand
+	// or by the file system) reads as zeros up to it, as it did when it
+	// was allocated whole: the walk then calls the range missing, never a
+	// torn tail.
+	need := h.RecoveryPoint
+	if h.Clean != nil {
+		need = max(need, h.Clean.End)
+	}
+	if need > w.extent() && need <= w.capacity {
+		s.popMu.Lock()
+		err := s.grow(need)
+		s.popMu.Unlock()
+		if err != nil {
+			return rep, err
+		}
+	}
+	src := mapSource(s.ro[:w.extent()])
 	if why := s.misnamed(src); why != "" {
 		return rep, fmt.Errorf("%w: %s", ErrMisnamed, why)
 	}
 	x := s.idx.Load()
-	valid := x.off.Valid(w.capacity)
-	n := s.trustedEntries(x, src, w.capacity)
+	valid := x.off.Valid(w.extent())
+	n := s.trustedEntries(x, src, w.extent())
 	if h.Clean != nil {
-		if why := s.trustClean(h.Clean, src, w.capacity, n); why == "" {
+		if why := s.trustClean(h.Clean, src, w.extent(), n); why == "" {
 			c := h.Clean
 			x.n.Store(int64(n))
 			s.clearEntries(x, n)
@@ -119,12 +135,12 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 	s.walkActive(src, x, n, h, &rep)
 	rep.IndexRepaired = rep.EntriesAdded > 0 || rep.EntriesDropped > 0
 	if rep.Cut {
-		rep.TornBytes = lastNonZero(s.ro[w.pos:w.capacity])
+		rep.TornBytes = lastNonZero(s.ro[w.pos:w.extent()])
 	}
 	if err := s.zeroTail(w.pos); err != nil {
 		return rep, err
 	}
-	rep.ZeroedBytes = w.capacity - w.pos
+	rep.ZeroedBytes = w.extent() - w.pos
 	rep.Took = time.Since(start)
 	return rep, nil
 }
@@ -170,7 +186,7 @@ func (s *Segment) walkActive(src source, x *index, n int, h Hint, rep *Recovery)
 		rep.EntriesAdded++
 	}
 	x.n.Store(int64(n))
-	e := endSearch{src: src, limit: w.capacity, maxNext: math.MaxUint64, hint: h, sp: &w.spacer, entry: entry}
+	e := endSearch{src: src, limit: w.extent(), maxNext: math.MaxUint64, hint: h, sp: &w.spacer, entry: entry}
 	end := s.findEnd(&e, pos, id, rep)
 	w.pos, w.next, w.lastPos = end.pos, end.next, end.lastPos
 	x.n.Store(int64(k))

@@ -46,6 +46,15 @@ func ParseName(name string) (base uint64, suffix string, ok bool) {
 	return base, suffix, true
 }
 
+// PreparedPrefix is the name of the files of a prepared segment (see
+// Prepare): "prepared.log", "prepared.index" and "prepared.timeindex". They
+// are not segment files (ParseName refuses them): readers never see them,
+// and a writable open removes them as leftovers.
+const PreparedPrefix = "prepared"
+
 func (s *Segment) path(suffix string) string {
+	if s.prepared {
+		return filepath.Join(s.cfg.Dir, PreparedPrefix+suffix)
+	}
 	return filepath.Join(s.cfg.Dir, Name(s.base, suffix))
 }

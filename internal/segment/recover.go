@@ -253,16 +253,16 @@ func (s *Segment) Misnamed() string { return s.misnamedWhy }
 // record appended later.
 func (s *Segment) zeroTail(end int64) error {
 	w := s.w
-	if end >= w.capacity {
+	if end >= w.extent() {
 		return nil
 	}
 	// The partial page at end is cleared through the mapping; whole pages
 	// after it are zeroed by the file system without writing them.
 	page := int64(mmapfile.PageSize)
-	next := min((end+page-1)&^(page-1), w.capacity)
+	next := min((end+page-1)&^(page-1), w.extent())
 	clear(s.rw[end:next])
-	if next < w.capacity && fileHasDataAfter(s.f, next) {
-		if err := mmapfile.ZeroRange(s.f, next, w.capacity-next); err != nil {
+	if next < w.extent() && fileHasDataAfter(s.f, next) {
+		if err := mmapfile.ZeroRange(s.f, next, w.extent()-next); err != nil {
 			return fmt.Errorf("segment: zero tail of %s: %w", s.f.Name(), err)
 		}
 	}

@@ -140,6 +140,8 @@ type Segment struct {
 	w     *writer    // nil when sealed; the writer's alone except under popMu
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
 
+	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
+
 	activeView bool // a read-only view of a segment another process may append to
 	successor  bool // a view of a segment another one follows: no record is added to it any more
 }

@@ -124,10 +124,13 @@ func (s *Segment) present() bool {
 }
 
 // gone reports whether the segment's .log file was removed since the
-// segment was opened, or is being removed: it is checked twice, a moment
-// apart, since a writer unlinks the index files before the .log.
+// segment was opened, or is being removed: it is checked a few times over
+// about 100 ms, since a writer unlinks the index files before the .log and
+// may be descheduled in between. A segment that really lost an index file
+// costs Verify that wait once.
 func (s *Segment) gone() bool {
-	for i := range 2 {
+	const checks = 6
+	for i := range checks {
 		st, err := os.Stat(s.path(LogSuffix))
 		if errors.Is(err, os.ErrNotExist) {
 			return true
@@ -135,8 +138,8 @@ func (s *Segment) gone() bool {
 		if err == nil && s.fileID != [2]uint64{} && !s.sameFile(st) {
 			return true // replaced (a cut by Truncate)
 		}
-		if i == 0 {
-			time.Sleep(10 * time.Millisecond)
+		if i < checks-1 {
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	return false

@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
+	"golang.org/x/sys/unix"
 )
 
 // writer is the state only the appending goroutine touches.
@@ -23,8 +26,42 @@ type writer struct {
 	capacity   int64  // mapped size of the .log file
 	idxCap     int    // entries the index files can hold
 
+	// alloc is how much of the .log file is allocated: the file's size.
+	// It grows ahead of the writer in steps (see grow), never past
+	// capacity, so that a new segment does not take SegmentBytes of disk
+	// before it holds them. Nothing may touch the mapping at or past it:
+	// that is past the end of the file. Written under popMu.
+	alloc atomic.Int64
+
 	populated int64  // bytes of the mapping already pre-faulted (under popMu)
 	buf       []byte // encoding buffer under WriteThrough
+}
+
+// extent is the allocated size of the .log file: how far the mapping may be
+// read or written.
+func (w *writer) extent() int64 { return w.alloc.Load() }
+
+// allocStep is the unit in which the .log file of an active segment grows.
+const allocStep = 2 << 20
+
+// grow makes sure the .log file is allocated at least to end (capped at the
+// mapped capacity), in whole steps. The caller holds popMu. A full disk is
+// an error here, before any byte is written there.
+func (s *Segment) grow(end int64) error {
+	w := s.w
+	have := w.alloc.Load()
+	if end <= have {
+		return nil
+	}
+	want := min((end+allocStep-1)/allocStep*allocStep, w.capacity)
+	if want < end {
+		want = end
+	}
+	if err := growTo(s.cfg, s.f, have, want); err != nil {
+		return err
+	}
+	w.alloc.Store(want)
+	return nil
 }
 
 func (w *writer) close() error {
@@ -57,7 +94,89 @@ func (c *Config) openFile(path string, flag int) (*os.File, error) {
 // preallocated and mapped. A full disk is an error here, never a fault
 // later. On error no file is left behind.
 func Create(cfg *Config, base uint64) (*Segment, error) {
-	s := &Segment{cfg: cfg, base: base}
+	return create(&Segment{cfg: cfg, base: base})
+}
+
+// Prepare creates the files of a next active segment ahead of time, under
+// the names of PreparedPrefix, preallocated and mapped like Create's, for
+// Activate to name once its base is known. It exists so that a roll costs a
+// few renames instead of creating, allocating and mapping files while an
+// appender waits. Files of an earlier Prepare that were never activated
+// (a crash) are replaced.
+func Prepare(cfg *Config) (*Segment, error) {
+	s := &Segment{cfg: cfg, prepared: true}
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		_ = os.Remove(s.path(suffix))
+	}
+	return create(s)
+}
+
+// Activate names the files of a prepared segment after base, the .log
+// first, and makes it an empty active segment at base, as if
+// Create(cfg, base) had made it. The order keeps the rule readers rely on:
+// an index file is never there without its .log (a reader that lists the
+// directory in between sees a segment whose index files are not there yet:
+// empty, as a new segment's are). A crash in between leaves a segment
+// without index files, rebuilt when needed, and prepared index files, which
+// a writable open removes. On error the files keep (or get back) their
+// prepared names: the caller closes the segment and removes them.
+func (s *Segment) Activate(base uint64) error {
+	if !s.prepared {
+		return errors.New("segment: activate: not a prepared segment")
+	}
+	named := &Segment{cfg: s.cfg, base: base}
+	if _, err := os.Lstat(named.path(LogSuffix)); !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("segment: activate: %s already exists (%v)", named.path(LogSuffix), err)
+	}
+	// The prepared names are fixed: make sure they still name this
+	// segment's files (the caller never prepares while it activates).
+	if st, err := os.Stat(s.path(LogSuffix)); err != nil || !s.sameFile(st) {
+		return fmt.Errorf("segment: activate: %s is not the prepared file (%v)", s.path(LogSuffix), err)
+	}
+	suffixes := []string{LogSuffix, IndexSuffix, TimeIndexSuffix}
+	for i, suffix := range suffixes {
+		if err := os.Rename(s.path(suffix), named.path(suffix)); err != nil {
+			for _, done := range suffixes[:i] {
+				_ = os.Rename(named.path(done), s.path(done))
+			}
+			return fmt.Errorf("segment: activate: %w", err)
+		}
+	}
+	s.prepared = false
+	s.base = base
+	// The open files keep the names they were opened with (os.File.Name,
+	// used in errors and by hooks): give them the new ones.
+	s.f = renamed(s.f, s.path(LogSuffix))
+	s.w.idxF = renamed(s.w.idxF, s.path(IndexSuffix))
+	s.w.timF = renamed(s.w.timF, s.path(TimeIndexSuffix))
+	s.publishEnd(0, base)
+	s.w.next, s.w.lastPos = base, -1
+	return nil
+}
+
+// renamed returns f under a new name: a duplicate of its descriptor, named
+// name, with f closed. When the descriptor cannot be duplicated, f keeps its
+// old name.
+func renamed(f *os.File, name string) *os.File {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return f
+	}
+	_ = f.Close()
+	return os.NewFile(uintptr(fd), name)
+}
+
+// RemoveFiles removes the files of a segment that was never published (a
+// prepared one that is given up, or one whose creation failed halfway),
+// index files first. The caller has closed it.
+func (s *Segment) RemoveFiles() {
+	for _, suffix := range []string{TimeIndexSuffix, IndexSuffix, LogSuffix} {
+		_ = os.Remove(s.path(suffix))
+	}
+}
+
+func create(s *Segment) (*Segment, error) {
+	cfg, base := s.cfg, s.base
 	s.publishEnd(0, base)
 	s.refs.Store(1)
 	created := make([]string, 0, 3)
@@ -108,8 +227,13 @@ func (s *Segment) openWriter() error {
 	}
 	s.fileID = fileIdentity(st)
 	w.capacity = max(cfg.capacity(), st.Size())
-	if err := growTo(cfg, f, st.Size(), w.capacity); err != nil {
-		return err
+	w.alloc.Store(st.Size())
+	if st.Size() == 0 {
+		// A new file: its first step now, so that a full disk fails the
+		// creation; the rest as the writer and the prefaulter need it.
+		if err := s.grow(min(allocStep, w.capacity)); err != nil {
+			return err
+		}
 	}
 	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
 		return err
@@ -195,6 +319,82 @@ func (s *Segment) Room(size int) bool {
 	return w.pos+int64(size) <= limit
 }
 
+// AppendBatch writes records for bodies (with attrs[i], nil for none; attrs
+// nil for no attributes at all) at the end of the active segment: as many as
+// the roll rule lets in, at least one when it lets the first in. sizes are
+// the records' sizes (record.Size). Under WriteThrough they are encoded into
+// one buffer and written with one pwrite, then published together; through
+// the mapping they are appended one by one. It returns how many were
+// written. The caller checked Room for the first and serializes appends.
+func (s *Segment) AppendBatch(attrs []*record.Attrs, bodies [][]byte, sizes []int) (int, error) {
+	at := func(i int) *record.Attrs {
+		if attrs == nil {
+			return nil
+		}
+		return attrs[i]
+	}
+	w := s.w
+	if !s.cfg.WriteThrough {
+		n := 0
+		for n < len(bodies) && (n == 0 || s.Room(sizes[n])) {
+			if _, _, err := s.Append(at(n), bodies[n]); err != nil {
+				return n, err
+			}
+			n++
+		}
+		return n, nil
+	}
+	// How many fit: the roll rule, record by record.
+	limit := min(s.cfg.SegmentBytes, w.capacity)
+	total, n := int64(0), 0
+	for n < len(bodies) {
+		end := w.pos + total + int64(sizes[n])
+		if n > 0 && end > limit || end > w.capacity {
+			break
+		}
+		total += int64(sizes[n])
+		n++
+	}
+	if n == 0 {
+		return 0, io.ErrShortBuffer
+	}
+	if end := w.pos + total; end > w.alloc.Load() {
+		s.popMu.Lock()
+		err := s.grow(end)
+		s.popMu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+	}
+	if int64(cap(w.buf)) < total {
+		w.buf = make([]byte, total)
+	}
+	buf := w.buf[:total]
+	p := 0
+	for i := range n {
+		k, err := record.Encode(buf[p:p+sizes[i]], w.next+uint64(i), at(i), bodies[i])
+		if err != nil {
+			return 0, err
+		}
+		p += k
+	}
+	if _, err := s.f.WriteAt(buf, w.pos); err != nil {
+		return 0, fmt.Errorf("segment: write %s at %d: %w", s.f.Name(), w.pos, err)
+	}
+	x := s.idx.Load()
+	for i := range n {
+		if w.spacer.Next(sizes[i]) {
+			s.addEntry(x, w.next, w.pos)
+		}
+		w.lastPos = w.pos
+		w.pos += int64(sizes[i])
+		w.next++
+	}
+	s.end.Store(w.pos)
+	s.next.Store(w.next)
+	return n, nil
+}
+
 // Append writes one record at the end of the active segment and publishes
 // it. The caller checked Room and serializes appends. It returns the
 // record's position.
@@ -221,13 +421,21 @@ func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error
 // pwrite under WriteThrough. Either way the bytes are in the page cache, and
 // so in the readers' mapping, when it returns.
 func (s *Segment) put(id uint64, pos int64, attrs *record.Attrs, body []byte) (int, error) {
-	if !s.cfg.WriteThrough {
-		return record.Encode(s.rw[pos:], id, attrs, body)
-	}
 	w := s.w
 	size := record.Size(len(body), attrs)
-	if pos+int64(size) > w.capacity {
-		return 0, io.ErrShortBuffer
+	if end := pos + int64(size); end > w.alloc.Load() {
+		if end > w.capacity {
+			return 0, io.ErrShortBuffer
+		}
+		s.popMu.Lock()
+		err := s.grow(end)
+		s.popMu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+	}
+	if !s.cfg.WriteThrough {
+		return record.Encode(s.rw[pos:pos+int64(size)], id, attrs, body)
 	}
 	if cap(w.buf) < size {
 		w.buf = make([]byte, size)
@@ -283,6 +491,12 @@ func (s *Segment) Prefault(ahead int64) {
 			return
 		}
 		n := min(chunk, target-from)
+		if s.grow(from+n) != nil {
+			// A full disk: the writer meets the error when it gets
+			// there, and the next kick tries again.
+			s.popMu.Unlock()
+			return
+		}
 		_ = mmapfile.Populate(s.rw, int(from), int(n))
 		w.populated = from + n
 		s.popMu.Unlock()
