@@ -1,0 +1,244 @@
+package queue
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// TestQueuePowerLoss: the workload runs under SyncAlways (MaxReceives 2:
+// moves to the dead letters and redrives all the time) and the power
+// fails at a random moment. The disk after the failure is built from the
+// files as they are, log by log: every record below the log's durable
+// point (Log.Durable, read just before the log is copied) is kept, and
+// every 512-byte sector after it is kept, zeroed or filled with garbage at
+// random (and a newest segment of a log whose directory entry may not be
+// synced yet is sometimes lost). The logs are copied in the reverse order
+// of what the queue makes durable first: queue.head before the delete
+// logs it vouches for, the delete logs before the dead letters and the
+// messages whose move or redrive they end, so that the copy is a state a
+// power failure can leave.
+//
+// Promise: every Send acknowledged before the failure comes back, in the
+// queue or in its dead letters, unless a Delete was called for it; no
+// message whose Delete returned comes back to the queue; damaged records
+// are only ones never acknowledged; the reopened queue goes on.
+func TestQueuePowerLoss(t *testing.T) {
+	t.Parallel()
+	for round := range *crashRounds {
+		powerLossRound(t, uint64(round))
+	}
+}
+
+func powerLossRound(t *testing.T, round uint64) {
+	rng := rand.New(rand.NewPCG(round, uint64(time.Now().UnixNano())))
+	dir := t.TempDir()
+	q, err := Open(dir, wlOptions(engine.SyncAlways))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []wlEvent
+	emit := func(e wlEvent) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	wait := workload(q, stop, emit, func(s string) { t.Error(s) })
+	time.Sleep(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+	mu.Lock()
+	acked := len(events) // acknowledged before the failure
+	mu.Unlock()
+
+	disk := t.TempDir()
+	st := powerCopy(t, rng, q, disk)
+	mu.Lock()
+	ended := len(events) // deletes called before may be on the disk
+	mu.Unlock()
+	close(stop)
+	q.Close()
+	wait()
+	l := newLedger(events[:ended], acked)
+
+	o := wlOptions(engine.SyncNone) // the check's own deletes need no sync
+	o.Visibility = time.Minute
+	q, err = Open(disk, o)
+	if err != nil {
+		t.Fatalf("round %d: open after the power failure: %v", round, err)
+	}
+	r := q.Recovery()
+	rec := drainAll(t, q, l)
+	checkRecovered(t, l, rec)
+	for _, d := range rec.damaged {
+		if _, was := l.sentAt[d.off]; was && !d.dead {
+			t.Errorf("round %d: acknowledged message %d is damaged: %s", round, d.off, d.why)
+		}
+	}
+	if off := mustSend(t, q, "after"); off <= l.maxSent {
+		t.Errorf("round %d: a new message took offset %d, acknowledged before the failure", round, off)
+	}
+	mustCloseQueue(t, q)
+	q, err = Open(disk, o)
+	if err != nil {
+		t.Fatalf("round %d: second open: %v", round, err)
+	}
+	if r2 := q.Recovery(); r2.Lost != 0 || len(r2.DeleteDamage) != 0 || r2.CheckpointError != nil {
+		t.Errorf("round %d: second open found more: %+v", round, r2)
+	}
+	mustCloseQueue(t, q)
+	t.Logf("round %d: %d events (%d acknowledged before the failure, %d messages); disk: %d bytes of records not known durable, %d of their sectors torn, %d segments lost; "+
+		"after: %d from the queue, %d dead letters, %d damaged, lost %d, %d delete and %d receive-count records damaged",
+		round, len(events), acked, len(l.ids), st.unsynced, st.torn, st.dropped, len(rec.source), len(rec.dead), len(rec.damaged),
+		r.Lost, len(r.DeleteDamage), len(r.ReceiveDamage))
+}
+
+type powerStats struct{ torn, dropped, unsynced int }
+
+// powerCopy copies the queue q (and its dead letters) into disk as a
+// power failure could leave them; see TestQueuePowerLoss.
+func powerCopy(t *testing.T, rng *rand.Rand, q *Queue, disk string) powerStats {
+	var st powerStats
+	d := q.DeadLetter()
+	deadDisk := disk + ".dead"
+	for _, p := range [][2]string{{q.dir, disk}, {d.dir, deadDisk}} {
+		if err := os.MkdirAll(p[1], 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(filepath.Join(p[0], headName)); err == nil {
+			if err := os.WriteFile(filepath.Join(p[1], headName), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type logCopy struct {
+		l        *engine.Log
+		from, to string
+		dirSync  bool // the log syncs its directory at each roll (SyncAlways)
+	}
+	for _, c := range []logCopy{
+		{q.dels, filepath.Join(q.dir, deletesDir), filepath.Join(disk, deletesDir), false},
+		{d.dels, filepath.Join(d.dir, deletesDir), filepath.Join(deadDisk, deletesDir), false},
+		{q.recvs, filepath.Join(q.dir, receivesDir), filepath.Join(disk, receivesDir), false},
+		{d.log, d.dir, deadDisk, true},
+		{q.log, q.dir, disk, true},
+	} {
+		if err := os.MkdirAll(c.to, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"log.meta", "log.recovery"} {
+			if b, err := os.ReadFile(filepath.Join(c.from, name)); err == nil {
+				if err := os.WriteFile(filepath.Join(c.to, name), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		durable := c.l.Durable()
+		entries, err := os.ReadDir(c.from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bases []uint64
+		for _, e := range entries {
+			name := e.Name()
+			if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex")) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(c.from, name))
+			if err != nil {
+				continue // dropped below a durable head meanwhile
+			}
+			if err := os.WriteFile(filepath.Join(c.to, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if base, err := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64); err == nil && strings.HasSuffix(name, ".log") {
+				bases = append(bases, base)
+			}
+		}
+		slices.Sort(bases)
+		for k := len(bases) - 1; k > 0 && !c.dirSync && bases[k] >= durable && rng.IntN(3) == 0; k-- {
+			for _, suffix := range []string{".log", ".index", ".timeindex"} {
+				os.Remove(filepath.Join(c.to, segmentName(bases[k])+suffix))
+			}
+			bases = bases[:k]
+			st.dropped++
+		}
+		for _, base := range bases {
+			torn, unsynced := tearAfter(t, rng, filepath.Join(c.to, segmentName(base)+".log"), base, durable)
+			st.torn += torn
+			st.unsynced += unsynced
+		}
+	}
+	return st
+}
+
+// segmentName is a segment's file name without its suffix.
+func segmentName(base uint64) string { return fmt.Sprintf("%020d", base) }
+
+// tearAfter keeps the records of the segment file at path (first offset
+// base) below durable, and keeps, zeroes or fills with garbage each
+// 512-byte sector after them. It returns how many sectors it changed and
+// how many bytes of records after the durable point it found.
+func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) (torn, unsynced int) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, off := 0, base
+	for off < durable && pos+16 <= len(b) {
+		n := int(binary.BigEndian.Uint32(b[pos:]) & (1<<31 - 1))
+		if n < 12 || pos+4+n > len(b) || binary.BigEndian.Uint64(b[pos+8:]) != off {
+			t.Fatalf("%s: record %d at %d, below the durable point %d, is not whole", path, off, pos, durable)
+		}
+		pos += 4 + n
+		off++
+	}
+	if off < durable {
+		return 0, 0 // every record of the file is durable
+	}
+	for p := pos; p+16 <= len(b); {
+		n := int(binary.BigEndian.Uint32(b[p:]) & (1<<31 - 1))
+		if n < 12 || p+4+n > len(b) {
+			break
+		}
+		p += 4 + n
+		unsynced += 4 + n
+	}
+	for s := pos / 512 * 512; s < len(b); s += 512 {
+		from, to := max(s, pos), min(s+512, len(b))
+		switch rng.IntN(3) {
+		case 0: // as written
+			continue
+		case 1:
+			if slices.ContainsFunc(b[from:to], func(c byte) bool { return c != 0 }) {
+				torn++
+			}
+			clear(b[from:to])
+			continue
+		case 2:
+			if !slices.ContainsFunc(b[from:to], func(c byte) bool { return c != 0 }) {
+				continue // never written: garbage there is no power failure's
+			}
+			for i := from; i < to; i++ {
+				b[i] = byte(rng.Uint32())
+			}
+		}
+		if slices.ContainsFunc(b[from:to], func(c byte) bool { return c != 0 }) {
+			torn++
+		}
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return torn, unsynced
+}
