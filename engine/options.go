@@ -89,6 +89,19 @@ type Options struct {
 	// It costs address space up to the log's peak of mapped bytes.
 	RetireMappings bool
 
+	// RetentionBytes and RetentionAge drop the oldest sealed segments, whole
+	// and through the same path as DropBefore, for a log used as a stream:
+	// while its segments' records and index entries take more than
+	// RetentionBytes, and while the newest record of the oldest segment
+	// (from its time index, or its seal time when it has no entry) is older
+	// than RetentionAge. Checked at each roll and at least once a second;
+	// the active segment is never dropped, so a log keeps at least its
+	// newest segment. Zero means no limit. Reading a dropped offset gives
+	// an error matching ErrNotFound (ErrTrimmed). A work queue refuses
+	// them: its head decides what goes.
+	RetentionBytes int64
+	RetentionAge   time.Duration
+
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error
 	datasync func(f *os.File) error
@@ -140,6 +153,10 @@ func (o Options) validate() error {
 		return bad("MaxRecordBytes", o.MaxRecordBytes, maxBodyLimit, stored)
 	case o.SyncInterval < 0:
 		return bad("SyncInterval", o.SyncInterval, time.Duration(math.MaxInt64), "100ms")
+	case o.RetentionBytes < 0:
+		return bad("RetentionBytes", o.RetentionBytes, int64(math.MaxInt64), "no limit")
+	case o.RetentionAge < 0:
+		return bad("RetentionAge", o.RetentionAge, time.Duration(math.MaxInt64), "no limit")
 	case o.FirstOffset >= maxOffset:
 		return fmt.Errorf("%w: FirstOffset %d outside [0, %d] (the last offset is kept free so that the offset after a record always fits)",
 			ErrBadOptions, o.FirstOffset, uint64(maxOffset-1))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -17,8 +18,12 @@ import (
 // contiguous suffix of the log, and the directory is synced at the end.
 func (l *Log) DropBefore(offset uint64) (int, error) {
 	l.mu.Lock()
-	l.awaitSeal()
 	defer l.mu.Unlock()
+	return l.dropBeforeLocked(offset)
+}
+
+func (l *Log) dropBeforeLocked(offset uint64) (int, error) {
+	l.awaitSeal()
 	if err := l.writable(); err != nil {
 		return 0, err
 	}
@@ -42,6 +47,68 @@ func (l *Log) DropBefore(offset uint64) (int, error) {
 	}
 	errs = append(errs, syncDir(l.dir))
 	return k, errors.Join(errs...)
+}
+
+// retentionEvery is how often retention is checked besides at each roll.
+const retentionEvery = time.Second
+
+// retainLoop applies Options.RetentionBytes and RetentionAge: at each roll
+// and at least once a second.
+func (l *Log) retainLoop(kick <-chan struct{}) {
+	defer l.bg.Done()
+	t := time.NewTicker(retentionEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-kick:
+		}
+		_, _ = l.retain()
+	}
+}
+
+// retain drops, oldest first and through the same path as DropBefore, the
+// sealed segments that retention lets go: while the log's segments take
+// more than RetentionBytes, and while the oldest one's newest record (or
+// its seal, when its time index has no entry) is older than RetentionAge.
+// The active segment is never dropped. It returns how many segments went.
+func (l *Log) retain() (int, error) {
+	segs := *l.segs.Load()
+	k := 0
+	if max := l.opts.RetentionBytes; max > 0 {
+		var total int64
+		for _, s := range segs {
+			total += s.DiskBytes()
+		}
+		for k < len(segs)-1 && total > max {
+			total -= segs[k].DiskBytes()
+			k++
+		}
+	}
+	if age := l.opts.RetentionAge; age > 0 {
+		cutoff := l.opts.now().Add(-age).UnixMilli()
+		for k < len(segs)-1 {
+			ms, ok := segs[k].NewestTime()
+			if !ok || ms >= cutoff {
+				break
+			}
+			k++
+		}
+	}
+	if k == 0 {
+		return 0, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return 0, ErrClosed
+	}
+	if !slices.Contains(*l.segs.Load(), segs[k]) {
+		return 0, nil // the log changed meanwhile (a Truncate): look again next time
+	}
+	return l.dropBeforeLocked(segs[k].Base())
 }
 
 // SkipTo makes next the offset of the next record, leaving [Next(), next)

@@ -37,6 +37,8 @@ type rollState struct {
 	busy bool
 
 	sealing chan struct{} // closed when the background seal ends (under Log.mu)
+
+	retain chan struct{} // wakes the retention loop at a roll; nil without retention
 }
 
 // wrote is called by the writer (under l.mu) after an append: past half of
@@ -52,8 +54,14 @@ func (r *rollState) wrote(end int64) {
 	}
 }
 
-// startPreparer starts the goroutine that prepares segments.
+// startPreparer starts the goroutine that prepares segments, and the one
+// that applies retention when it is set.
 func (l *Log) startPreparer() {
+	if l.opts.RetentionBytes > 0 || l.opts.RetentionAge > 0 {
+		l.rolls.retain = make(chan struct{}, 1)
+		l.bg.Add(1)
+		go l.retainLoop(l.rolls.retain)
+	}
 	l.rolls.kick = make(chan struct{}, 1)
 	l.rolls.half = l.cfg.SegmentBytes / 2
 	l.bg.Add(1)
@@ -211,6 +219,12 @@ func (l *Log) rollTo(base uint64) (*segment.Segment, error) {
 	l.pre.rolled(s)
 	if l.rolls.kick != nil {
 		l.rolls.half = l.cfg.SegmentBytes / 2
+	}
+	if l.rolls.retain != nil {
+		select {
+		case l.rolls.retain <- struct{}{}:
+		default:
+		}
 	}
 	return s, nil
 }

@@ -173,6 +173,7 @@ func (s *Segment) mapReadOnly() error {
 	var m []byte
 	if err == nil {
 		s.fileID = fileIdentity(st)
+		s.sealedAt.Store(st.ModTime().UnixMilli())
 		m, err = s.mapReaders(f, int(st.Size()))
 	}
 	_ = f.Close()

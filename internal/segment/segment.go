@@ -142,6 +142,11 @@ type Segment struct {
 
 	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
 
+	// sealedAt is when the segment was sealed (Unix ms): by Seal, or the
+	// file's modification time for one opened sealed. Retention by age
+	// uses it for a segment without a time-index entry.
+	sealedAt atomic.Int64
+
 	activeView bool // a read-only view of a segment another process may append to
 	successor  bool // a view of a segment another one follows: no record is added to it any more
 }
@@ -164,6 +169,32 @@ func (s *Segment) publishEnd(end int64, next uint64) {
 	s.end.Store(end)
 	s.recEnd.Store(next)
 	s.next.Store(next)
+}
+
+// DiskBytes is what the segment's records and index entries take on disk
+// (an active segment's files are allocated ahead of its records by a few
+// MiB more). Safe to call at any time.
+func (s *Segment) DiskBytes() int64 {
+	const entry = sparseidx.OffsetEntrySize + sparseidx.TimeEntrySize
+	n := int64(0)
+	if x := s.idx.Load(); x != nil {
+		n = int64(x.entries())
+	}
+	return s.end.Load() + n*entry
+}
+
+// NewestTime returns the time (Unix ms) of the segment's newest record as
+// far as its time index says, or when it was sealed if its index has no
+// entry; ok is false when neither is known.
+func (s *Segment) NewestTime() (ms int64, ok bool) {
+	if x := s.lookupIndex(); x != nil {
+		if n := x.entries(); n > 0 {
+			ms, _ := x.tim.Entry(n - 1)
+			return ms, true
+		}
+	}
+	ms = s.sealedAt.Load()
+	return ms, ms != 0
 }
 
 // Base returns the segment's base offset: the id of its first record.

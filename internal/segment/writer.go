@@ -53,7 +53,9 @@ func (s *Segment) grow(end int64) error {
 	if end <= have {
 		return nil
 	}
-	want := min((end+allocStep-1)/allocStep*allocStep, w.capacity)
+	// Steps of allocStep, or of a segment for segments smaller than that.
+	step := min(int64(allocStep), max(s.cfg.SegmentBytes, int64(mmapfile.PageSize)))
+	want := min((end+step-1)/step*step, w.capacity)
 	if want < end {
 		want = end
 	}
@@ -231,7 +233,7 @@ func (s *Segment) openWriter() error {
 	if st.Size() == 0 {
 		// A new file: its first step now, so that a full disk fails the
 		// creation; the rest as the writer and the prefaulter need it.
-		if err := s.grow(min(allocStep, w.capacity)); err != nil {
+		if err := s.grow(1); err != nil {
 			return err
 		}
 	}
@@ -568,6 +570,7 @@ func (s *Segment) Seal(sync bool) error {
 	err := w.close()
 	s.w = nil
 	s.recEnd.Store(s.next.Load())
+	s.sealedAt.Store(s.cfg.nowMillis())
 	s.sealed.Store(true)
 	return err
 }
