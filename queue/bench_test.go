@@ -19,35 +19,21 @@ func BenchmarkQueueCycle(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	body := make([]byte, 1024)
-	ctx := context.Background()
-	lat := make([]time.Duration, 0, b.N)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
-		if _, err := q.Send(body); err != nil {
-			b.Fatal(err)
-		}
-		m, err := q.Receive(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := q.Delete(m.Offset); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	b.StopTimer()
-	reportQuantiles(b, lat)
+	cycle(b, q, make([]byte, 1024))
 }
 
+// reportQuantiles reports the p50, p99, p99.9, p99.99 and max of lat.
 func reportQuantiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
 	b.ReportMetric(q(0.50), "p50-ns")
 	b.ReportMetric(q(0.99), "p99-ns")
+	b.ReportMetric(q(0.999), "p99.9-ns")
+	b.ReportMetric(q(0.9999), "p99.99-ns")
+	b.ReportMetric(float64(lat[len(lat)-1]), "max-ns")
 }
 
 // BenchmarkQueueInFlightMemory: the heap a queue holds for 1,000,000

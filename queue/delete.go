@@ -18,7 +18,45 @@ import (
 // handed out since the queue was opened, or beyond the end, gets
 // ErrNotInFlight.
 func (q *Queue) Delete(offset uint64) error {
-	return q.DeleteBatch([]uint64{offset})
+	q.mu.Lock()
+	if q.closed.Load() {
+		q.mu.Unlock()
+		return engine.ErrClosed
+	}
+	ok, err := q.deleteOne(offset, q.now())
+	var at uint64
+	if ok {
+		q.counts.deleted++
+		at, err = q.appendDelete(offset)
+	}
+	if serr := q.skipAhead(); err == nil {
+		err = serr
+	}
+	q.mu.Unlock()
+	if err != nil || !ok {
+		return err
+	}
+	return q.waitDelete(at)
+}
+
+// deleteOne takes the message at off out of the queue's state if it was
+// handed out since open: ok says a delete record is to be written. An
+// offset deleted already gives neither; one never handed out gives an
+// error wrapping ErrNotInFlight. Called with q.mu held.
+func (q *Queue) deleteOne(off uint64, now int64) (ok bool, err error) {
+	i, found := q.es.lookup(off)
+	if !found {
+		if off >= q.t.Cursor() && !q.skipped(off) {
+			return false, fmt.Errorf("%w: offset %d (head %d, cursor %d)", ErrNotInFlight, off, q.t.Head(), q.t.Cursor())
+		}
+		return false, nil // deleted already
+	}
+	if !q.es.e[i].handed {
+		return false, fmt.Errorf("%w: offset %d was not handed out since the queue was opened", ErrNotInFlight, off)
+	}
+	q.es.unset(i)
+	q.finish(i, now)
+	return true, nil
 }
 
 // DeleteBatch deletes the messages at offsets as Delete does, with one
@@ -35,20 +73,13 @@ func (q *Queue) DeleteBatch(offsets []uint64) error {
 	var errs []error
 	var done []uint64
 	for _, off := range offsets {
-		i, ok := q.es.lookup(off)
-		if !ok {
-			if off >= q.t.Cursor() && !q.skipped(off) {
-				errs = append(errs, fmt.Errorf("%w: offset %d (head %d, cursor %d)", ErrNotInFlight, off, q.t.Head(), q.t.Cursor()))
-			}
-			continue // deleted already
+		ok, err := q.deleteOne(off, now)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		if !q.es.e[i].handed {
-			errs = append(errs, fmt.Errorf("%w: offset %d was not handed out since the queue was opened", ErrNotInFlight, off))
-			continue
+		if ok {
+			done = append(done, off)
 		}
-		q.es.unset(i)
-		q.finish(i, now)
-		done = append(done, off)
 	}
 	q.counts.deleted += uint64(len(done))
 	at, wrote, err := q.appendDeletes(done)

@@ -1,5 +1,7 @@
 package queue
 
+import "slices"
+
 // The state of the messages the cursor has passed and that are not deleted
 // (the in-flight table, inflight.Table, keeps only which offsets are done,
 // so that the head can move). Each such message has an entry in a slab,
@@ -68,6 +70,7 @@ type entries struct {
 	groups     []group
 	freeGroups []int32
 	byGroup    map[string]int32
+	nWaiting   int // groups with more than one message in line
 }
 
 func newEntries() *entries {
@@ -94,6 +97,9 @@ func (es *entries) add(off uint64, recv uint32, g []byte) int32 {
 		}
 		es.e[i].group = k
 		es.groups[k].line = append(es.groups[k].line, i)
+		if es.groups[k].size() == 2 {
+			es.nWaiting++
+		}
 	}
 	return i
 }
@@ -156,6 +162,71 @@ func (es *entries) set(i int32, st mstate, at int64) {
 	}
 }
 
+// takeDue takes every delayed or in-flight entry whose time is at or
+// before now out of its state, and returns them in order of time. They
+// form a subtree at the top of the time heap: it visits only them, and
+// when they are many it rebuilds the heap rather than pop each.
+func (es *entries) takeDue(now int64) []int32 {
+	h := &es.timed
+	due := []int32{h.top()}
+	for k := 0; k < len(due); k++ {
+		p := int(es.e[due[k]].pos)
+		for c := 2*p + 1; c <= 2*p+2 && c < len(h.h); c++ {
+			if es.e[h.h[c]].at <= now {
+				due = append(due, h.h[c])
+			}
+		}
+	}
+	if len(due) > len(h.h)/16 {
+		keep := h.h[:0]
+		for _, i := range h.h {
+			if es.e[i].at > now {
+				keep = append(keep, i)
+			}
+		}
+		h.h = keep
+		h.heapify()
+	} else {
+		for range due {
+			h.pop()
+		}
+	}
+	slices.SortFunc(due, func(a, b int32) int {
+		if h.less(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, i := range due {
+		x := &es.e[i]
+		es.n[x.state]--
+		x.state, x.pos = nStates, -1
+	}
+	return due
+}
+
+// setReady makes the entries of list, in no state, ready: one push each,
+// or when they are many one rebuild of the ready heap.
+func (es *entries) setReady(list []int32) {
+	h := &es.ready
+	if len(list) <= len(h.h)/16+16 {
+		for _, i := range list {
+			es.set(i, stReady, 0)
+		}
+		return
+	}
+	for _, i := range list {
+		x := &es.e[i]
+		x.state, x.at = stReady, 0
+		es.n[stReady]++
+		if x.handed {
+			es.nAgain++
+		}
+		h.h = append(h.h, i)
+	}
+	h.heapify()
+}
+
 // unset takes entry i out of its state (and its heap).
 func (es *entries) unset(i int32) {
 	x := &es.e[i]
@@ -197,6 +268,9 @@ func (es *entries) drop(i int32) int32 {
 			}
 		}
 	}
+	if g.size() == 1 {
+		es.nWaiting--
+	}
 	if g.size() == 0 {
 		delete(es.byGroup, g.name)
 		*g = group{}
@@ -216,13 +290,7 @@ func (es *entries) drop(i int32) int32 {
 // groupCounts returns how many groups have a line, and how many of them
 // hold a message waiting behind an earlier one.
 func (es *entries) groupCounts() (groups, waiting int) {
-	for _, k := range es.byGroup {
-		groups++
-		if es.groups[k].size() > 1 {
-			waiting++
-		}
-	}
-	return groups, waiting
+	return len(es.byGroup), es.nWaiting
 }
 
 // heap is a binary min-heap of entry indexes that keeps each entry's pos
@@ -270,6 +338,16 @@ func (h *heap) remove(k int32) {
 	}
 	if n == 0 && cap(h.h) > 4096 {
 		h.h = nil // let the backing array of a burst go
+	}
+}
+
+// heapify establishes the heap order, and every element's pos, in O(n).
+func (h *heap) heapify() {
+	for k, i := range h.h {
+		h.es.e[i].pos = int32(k)
+	}
+	for k := len(h.h)/2 - 1; k >= 0; k-- {
+		h.down(k, h.h[k])
 	}
 }
 

@@ -257,20 +257,21 @@ func (q *Queue) toDying(i int32) {
 // held.
 func (q *Queue) expire(now int64) {
 	es := q.es
-	for es.timed.len() > 0 {
-		i := es.timed.top()
-		x := &es.e[i]
-		if x.at > now {
-			break
-		}
-		es.unset(i)
-		if q.dueToDie(x) {
-			q.toDying(i)
-			continue
-		}
-		es.set(i, stReady, 0)
-		q.waiters.wake(1)
+	if es.timed.len() == 0 || es.e[es.timed.top()].at > now {
+		q.pins.releaseUntil(now)
+		return
 	}
+	due := es.takeDue(now)
+	ready := due[:0]
+	for _, i := range due {
+		if q.dueToDie(&es.e[i]) {
+			q.toDying(i)
+		} else {
+			ready = append(ready, i)
+		}
+	}
+	es.setReady(ready)
+	q.waiters.wake(len(ready))
 	q.pins.releaseUntil(now)
 }
 
