@@ -34,8 +34,15 @@ type Status struct {
 	// to new messages (see Recovery.Lost).
 	Lost uint64
 
-	Log     engine.Recovery // what the read-only open of the message log found
-	Deletes engine.Recovery // and of the delete log
+	ReceiveRecords int      // good receive-count records
+	ReceiveDamage  []string // damaged receive-count records
+	// DeadLetters counts the messages not deleted of the dead-letter queue
+	// in the sibling directory <dir>.dead (0 when there is none).
+	DeadLetters uint64
+
+	Log      engine.Recovery // what the read-only open of the message log found
+	Deletes  engine.Recovery // and of the delete log
+	Receives engine.Recovery // and of the receive-count log (zero when there is none)
 }
 
 // ErrNotQueue is returned by Stat (and by tools) for a directory that
@@ -75,15 +82,19 @@ func Stat(dir string) (Status, error) {
 	if herr == nil {
 		head = h.head
 	}
-	skip := &skipSet{}
-	if dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{}); err == nil {
-		st.Deletes = dels.Recovery()
-		var n int
-		skip, n, st.DeleteDamage = replay(dels, head, nil)
-		st.DeleteRecords = n
-		_ = dels.Close()
-	} else if !errors.Is(err, engine.ErrNoLog) && !errors.Is(err, fs.ErrNotExist) {
+	skip, err := readDeletes(dir, head, &st)
+	if err != nil {
 		return st, err
+	}
+	if err := readReceives(dir, head, &st); err != nil {
+		return st, err
+	}
+	if ok, _ := IsQueue(DeadLetterPath(dir)); ok {
+		d, err := Stat(DeadLetterPath(dir))
+		if err != nil {
+			return st, fmt.Errorf("the dead-letter queue: %w", err)
+		}
+		st.DeadLetters = d.Messages
 	}
 	l, err := engine.OpenReadOnly(dir, engine.Options{})
 	if err != nil {
@@ -136,4 +147,37 @@ func Stat(dir string) (Status, error) {
 		st.Messages = end - st.Head - min(st.Deleted, end-st.Head)
 	}
 	return st, nil
+}
+
+// readDeletes replays the delete log of the queue in dir read-only: the
+// deleted offsets at or above head. st gets what it found.
+func readDeletes(dir string, head uint64, st *Status) (*skipSet, error) {
+	dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{})
+	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
+		return &skipSet{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer dels.Close()
+	st.Deletes = dels.Recovery()
+	skip, n, damage := replay(dels, head, nil)
+	st.DeleteRecords, st.DeleteDamage = n, damage
+	return skip, nil
+}
+
+// readReceives reads the receive-count log of the queue in dir read-only,
+// if there is one, into st.
+func readReceives(dir string, head uint64, st *Status) error {
+	l, err := engine.OpenReadOnly(filepath.Join(dir, receivesDir), engine.Options{})
+	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	st.Receives = l.Recovery()
+	_, st.ReceiveRecords, st.ReceiveDamage = replayReceives(l, head, nil)
+	return nil
 }

@@ -27,20 +27,23 @@ import (
 
 // queueCommands are the subcommands of `pagelog queue`.
 var queueCommands = []command{
-	{"send", "send stdin lines as messages and print their offsets", runQueueSend},
+	{"send", "send stdin lines as messages (delayed, grouped, deduplicated) and print their offsets", runQueueSend},
 	{"receive", "hand out ready messages and print offset<TAB>body", runQueueReceive},
 	{"delete", "delete a message by offset", runQueueDelete},
 	{"stats", "print the queue's positions and counts, one per line", runQueueStats},
+	{"dead", "list the dead letters (in <dir>.dead) as offset<TAB>body", runQueueDead},
+	{"redrive", "move dead letters back into the queue as new messages", runQueueRedrive},
 }
 
 // queueAbout is said once in the usage of every queue subcommand.
 const queueAbout = "A queue is a directory: its messages are a log (so `pagelog read` works on\n" +
-	"it), beside them queue.head and deletes/. It is owned by one process at a\n" +
-	"time: send, receive and delete open it for writing and fail while another\n" +
-	"process has it open; stats (like read, dump and verify) only reads and works\n" +
-	"beside it. Deadlines live in the receiving process only: when a command\n" +
-	"exits, what it received and did not delete is ready again for the next one.\n" +
-	"Only send creates a queue."
+	"it), beside them queue.head, deletes/ and (with --max-receives) receives/;\n" +
+	"its dead letters are a queue of their own in <dir>.dead. It is owned by one\n" +
+	"process at a time: send, receive, delete and redrive open it for writing and\n" +
+	"fail while another process has it open; stats and dead (like read, dump and\n" +
+	"verify) only read and work beside it. Deadlines live in the receiving process\n" +
+	"only: when a command exits, what it received and did not delete is ready\n" +
+	"again for the next one. Only send creates a queue."
 
 func runQueue(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "help" {
@@ -79,7 +82,7 @@ func openQueue(dir string, create bool, opts queue.Options) (*queue.Queue, error
 	}
 	q, err := queue.Open(dir, opts)
 	if errors.Is(err, engine.ErrLocked) {
-		return nil, fmt.Errorf("the queue in %s is open in another process (a sender, receiver or deleter): one process at a time may have it open for writing", dir)
+		return nil, fmt.Errorf("the queue in %s (or its dead-letter queue) is open in another process (a sender, receiver or deleter): one process at a time may have it open for writing", dir)
 	}
 	return q, err
 }
@@ -93,14 +96,22 @@ func closeQueue(q *queue.Queue, err error) error {
 }
 
 func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue send", "--dir D [--sync none|always|interval]",
+	fs := newFlags("queue send", "--dir D [--sync none|always|interval] [--delay D] [--group G] [--dedup-id X]",
 		"Opens the queue in D (creating it if needed: D's parent must exist) and\n"+
 			"sends each line of standard input as one message (the newline removed).\n"+
 			"Prints each message's offset as soon as the send is acknowledged. A line\n"+
 			"over the size limit stops it: the error names the line, and no later line\n"+
-			"is sent.\n\n"+queueAbout, stderr)
+			"is sent. --delay hides each message until that long after its send (whole\n"+
+			"milliseconds, rounded up); --group puts each in that ordering group (handed\n"+
+			"out one at a time, in send order); --dedup-id gives each that deduplication\n"+
+			"id: within the queue's dedup window (5 minutes) only the first send with it\n"+
+			"appends a message, and every later one prints the first one's offset.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
 	syncName := fs.String("sync", engine.SyncNone.String(), "when a send is acknowledged: none, always or interval")
+	var o queue.SendOptions
+	fs.Var(durationFlag{&o.Delay}, "delay", "hide each message this long after its send, with its unit (5s)")
+	fs.StringVar(&o.Group, "group", "", "ordering `group` of the messages (1-128 bytes)")
+	fs.StringVar(&o.DedupID, "dedup-id", "", "deduplication `id` of the messages (1-128 bytes)")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
@@ -111,19 +122,27 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
 	}
+	switch {
+	case o.Delay < 0 || o.Delay > queue.MaxDelay:
+		return usageError(fs, "--delay %v: want a duration in [0, %v]", o.Delay, queue.MaxDelay)
+	case len(o.Group) > queue.MaxIDBytes || isSet(fs, "group") && o.Group == "":
+		return usageError(fs, "--group: want 1-%d bytes", queue.MaxIDBytes)
+	case len(o.DedupID) > queue.MaxIDBytes || isSet(fs, "dedup-id") && o.DedupID == "":
+		return usageError(fs, "--dedup-id: want 1-%d bytes", queue.MaxIDBytes)
+	}
 	q, err := openQueue(*dir, true, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue send", err)
 	}
-	if err := closeQueue(q, sendLines(q, stdin, stdout)); err != nil {
+	if err := closeQueue(q, sendLines(q, o, stdin, stdout)); err != nil {
 		return fail(stderr, "queue send", err)
 	}
 	return 0
 }
 
-// sendLines sends every line of in and writes each offset to out, flushed
-// at once so that a reader of a pipe sees it.
-func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
+// sendLines sends every line of in with options o and writes each offset
+// to out, flushed at once so that a reader of a pipe sees it.
+func sendLines(q *queue.Queue, o queue.SendOptions, in io.Reader, out io.Writer) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var long []byte
 	for n := 1; ; n++ {
@@ -134,7 +153,7 @@ func sendLines(q *queue.Queue, in io.Reader, out io.Writer) error {
 		if line == nil {
 			return nil
 		}
-		off, serr := q.Send(line)
+		off, serr := q.SendWith(line, o)
 		if errors.Is(serr, engine.ErrTooLarge) {
 			return fmt.Errorf("line %d (%d bytes) was not sent, nor any line after it (%d sent): %w", n, len(line), n-1, serr)
 		}
@@ -171,7 +190,7 @@ func (f durationFlag) Set(s string) error {
 }
 
 func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue receive", "--dir D [--count N] [--wait D] [--visibility D] [--json]",
+	fs := newFlags("queue receive", "--dir D [--count N] [--wait D] [--visibility D] [--max-receives N] [--json]",
 		"Hands out up to N messages, ready-again ones first, lowest offset first, and\n"+
 			"prints each as soon as it is received: its offset, a tab and its body, then\n"+
 			"a newline, with the body escaped so that one message is one line (\\n, \\t,\n"+
@@ -179,13 +198,19 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"--json, one object per line: offset, receives, deadline (RFC 3339) and body\n"+
 			"(a JSON string), or body_base64 when the body is not UTF-8. Waits up to --wait\n"+
 			"in all for messages to become ready (0: takes only what is ready now).\n"+
-			"Exits 1 when no message was ready.\n\n"+queueAbout, stderr)
+			"Exits 1 when no message was ready. Delayed messages are not ready before\n"+
+			"their due time, and of an ordering group only the oldest not deleted is.\n"+
+			"With --max-receives N, each hand-out's receive count is kept (in\n"+
+			"receives/, across processes), and a message received N times without a\n"+
+			"delete moves to the dead letters (<dir>.dead) instead of being handed out\n"+
+			"again.\n\n"+queueAbout, stderr)
 	dir := fs.String("dir", "", "queue `directory`")
 	count := fs.Int("count", 1, "most messages to hand out")
 	var wait time.Duration
 	fs.Var(durationFlag{&wait}, "wait", "how long to wait in all for ready messages, with its unit (5s)")
 	vis := queue.DefaultVisibility
 	fs.Var(durationFlag{&vis}, "visibility", "how long a message stays hidden (in this process), with its unit")
+	maxRecv := fs.Int("max-receives", 0, "move a message received this many times to the dead letters (0: never)")
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
@@ -193,10 +218,10 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
 	}
-	if *count < 1 || wait < 0 || vis <= 0 || vis > queue.MaxVisibility {
-		return usageError(fs, "want --count >= 1, --wait >= 0 and --visibility in (0, %v]", queue.MaxVisibility)
+	if *count < 1 || wait < 0 || vis <= 0 || vis > queue.MaxVisibility || *maxRecv < 0 {
+		return usageError(fs, "want --count >= 1, --wait >= 0, --max-receives >= 0 and --visibility in (0, %v]", queue.MaxVisibility)
 	}
-	q, err := openQueue(*dir, false, queue.Options{Visibility: vis})
+	q, err := openQueue(*dir, false, queue.Options{Visibility: vis, MaxReceives: *maxRecv})
 	if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
@@ -300,10 +325,19 @@ func writeEscaped(w *bufio.Writer, b []byte) {
 // damaged one carries its error.
 func writeMessageJSON(w *bufio.Writer, m queue.Message, err error) {
 	o := map[string]any{"offset": m.Offset, "receives": m.Receives, "deadline": m.Deadline.Format(time.RFC3339Nano)}
-	if utf8.Valid(m.Body) {
-		o["body"] = string(m.Body)
+	if m.Group != "" {
+		o["group"] = m.Group
+	}
+	writeJSONBody(w, o, m.Body, err)
+}
+
+// writeJSONBody adds body (as body, or body_base64 when it is not UTF-8)
+// and err to o, and writes o as one JSON line.
+func writeJSONBody(w *bufio.Writer, o map[string]any, body []byte, err error) {
+	if utf8.Valid(body) {
+		o["body"] = string(body)
 	} else {
-		o["body_base64"] = base64.StdEncoding.EncodeToString(m.Body)
+		o["body_base64"] = base64.StdEncoding.EncodeToString(body)
 	}
 	if err != nil {
 		o["error"] = strings.TrimPrefix(err.Error(), "pagelog: ")
@@ -391,6 +425,112 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+func runQueueDead(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("queue dead", "--dir D [--json]",
+		"Lists the dead letters of the queue in D: the messages not deleted of its\n"+
+			"dead-letter queue, <D>.dead, oldest first, in the style of receive: the\n"+
+			"dead letter's offset, a tab and its body (escaped), one per line. With\n"+
+			"--json, one object per line: offset, origin (its offset in D), receives\n"+
+			"(how many times D handed it out), group and dedup_id when it has them, and\n"+
+			"body (or body_base64). It only reads, hands nothing out and works beside\n"+
+			"the process that has the queue open. No dead-letter queue: nothing to list.\n"+
+			"`pagelog queue receive --dir D.dead` hands dead letters out; `redrive`\n"+
+			"moves them back.\n\n"+queueAbout, stderr)
+	dir := fs.String("dir", "", "queue `directory`")
+	asJSON := fs.Bool("json", false, "print JSON lines")
+	if st := parseFlags(fs, args); st >= 0 {
+		return st
+	}
+	if st := requireDir(fs, *dir); st >= 0 {
+		return st
+	}
+	if ok, err := queue.IsQueue(*dir); err != nil || !ok {
+		return fail(stderr, "queue dead", fmt.Errorf("%w: %s", queue.ErrNotQueue, *dir))
+	}
+	dead := queue.DeadLetterPath(*dir)
+	if ok, _ := queue.IsQueue(dead); !ok {
+		return 0
+	}
+	w := bufio.NewWriter(stdout)
+	damaged := 0
+	err := queue.Messages(dead, func(m queue.Stored) bool {
+		if m.Err != nil {
+			damaged++
+			fmt.Fprintf(stderr, "pagelog queue dead: offset %d is damaged: %s\n", m.Offset, strings.TrimPrefix(m.Err.Error(), "pagelog: "))
+			if !*asJSON {
+				return true
+			}
+		}
+		if *asJSON {
+			o := map[string]any{"offset": m.Offset, "receives": m.Receives}
+			if m.HasOrigin {
+				o["origin"] = m.Origin
+			}
+			if m.Group != "" {
+				o["group"] = m.Group
+			}
+			if m.DedupID != "" {
+				o["dedup_id"] = m.DedupID
+			}
+			writeJSONBody(w, o, m.Body, m.Err)
+		} else {
+			w.WriteString(strconv.FormatUint(m.Offset, 10))
+			w.WriteByte('\t')
+			writeEscaped(w, m.Body)
+			w.WriteByte('\n')
+		}
+		return w.Flush() == nil
+	})
+	if err = errors.Join(err, w.Flush()); err != nil {
+		return fail(stderr, "queue dead", err)
+	}
+	if damaged > 0 {
+		return 1
+	}
+	return 0
+}
+
+func runQueueRedrive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := newFlags("queue redrive", "--dir D [-n N] [--sync none|always|interval]",
+		"Moves up to N dead letters (all with -n 0, the default) of the queue in D\n"+
+			"back into it as new messages, oldest first: each keeps its body and group,\n"+
+			"starts again at 0 receives, and records its dead-letter offset as its\n"+
+			"origin. Prints how many it moved.\n\n"+queueAbout, stderr)
+	dir := fs.String("dir", "", "queue `directory`")
+	n := fs.Int("n", 0, "most dead letters to move (0: all)")
+	syncName := fs.String("sync", engine.SyncNone.String(), "when the moves are acknowledged: none, always or interval")
+	if st := parseFlags(fs, args); st >= 0 {
+		return st
+	}
+	if st := requireDir(fs, *dir); st >= 0 {
+		return st
+	}
+	if *n < 0 {
+		return usageError(fs, "-n %d: want 0 (all) or more", *n)
+	}
+	policy, err := engine.ParseSyncPolicy(*syncName)
+	if err != nil {
+		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
+	}
+	if ok, _ := queue.IsQueue(queue.DeadLetterPath(*dir)); !ok {
+		if ok, err := queue.IsQueue(*dir); err != nil || !ok {
+			return fail(stderr, "queue redrive", fmt.Errorf("%w: %s", queue.ErrNotQueue, *dir))
+		}
+		fmt.Fprintln(stdout, "redrove 0")
+		return 0
+	}
+	q, err := openQueue(*dir, false, queue.Options{Log: engine.Options{Sync: policy}})
+	if err != nil {
+		return fail(stderr, "queue redrive", err)
+	}
+	moved, err := q.Redrive(*n)
+	if err = closeQueue(q, err); err != nil {
+		return fail(stderr, "queue redrive", fmt.Errorf("%d moved: %w", moved, err))
+	}
+	fmt.Fprintf(stdout, "redrove %d\n", moved)
+	return 0
+}
+
 type keyValue struct {
 	k string
 	v any
@@ -409,6 +549,8 @@ func queueStatusLines(st queue.Status) []keyValue {
 		{"checkpointed_head", st.Checkpointed}, {"checkpointed_end", st.CheckpointEnd},
 		{"delete_records", st.DeleteRecords}, {"damaged_delete_records", len(st.DeleteDamage)},
 		{"lost_offsets", st.Lost},
+		{"receive_records", st.ReceiveRecords}, {"damaged_receive_records", len(st.ReceiveDamage)},
+		{"dead_letters", st.DeadLetters},
 	}
 }
 
