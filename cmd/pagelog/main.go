@@ -36,6 +36,8 @@ func init() {
 		{"verify", "check every record and index; exit 1 on damage", runVerify},
 		{"recover", "cut a torn tail, rewrite damaged indexes; --truncate-at-damage cuts damage", runRecover},
 		{"queue", "a work queue in a directory: send, receive, delete, stats, dead, redrive", runQueue},
+		{"stats", "show a log's or queue's figures beside its owner; --watch, --json", runStats},
+		{"serve", "serve a log's or queue's figures as Prometheus metrics on /metrics", runServe},
 		{"demo", "append, read back, reopen and verify a large log, run a queue through a crash; print figures", runDemo},
 		{"bench", "measure pagelog's figures and the machine's limits on a disk (--dir)", runBench},
 		{"help", "show this text, or a subcommand's usage", runHelp},
