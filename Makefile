@@ -17,10 +17,11 @@ run: build
 
 # Every test: format, vet, the import graph, and the whole suite under the
 # race detector (crash tests at their default size included), then the
-# raftstore module's (its own go.mod).
+# raftstore and metrics modules' (each its own go.mod).
 test: fmt-check vet deps
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd raftstore && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd metrics && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
