@@ -221,9 +221,17 @@ func TestQueueDedup(t *testing.T) {
 	if again := mustSendWith(t, q, "two", SendOptions{DedupID: "x"}); again != first || q.Stats().End != 1 {
 		t.Fatalf("second send of x: offset %d (first %d), end %d", again, first, q.Stats().End)
 	}
-	m, _ := tryRecv(t, q)
-	mustDelete(t, q, m.Offset)
-	clock.Advance(30 * time.Second)
+	filler := strings.Repeat("f", 200)
+	for range 100 { // segments roll: the first one lies below the head once all is deleted
+		mustSend(t, q, filler)
+	}
+	for _, m := range drain(t, q) {
+		mustDelete(t, q, m.Offset)
+	}
+	clock.Advance(30 * time.Second) // checkpoints: only x's record holds the first segment
+	if q.log.First() != 0 {
+		t.Fatalf("the segment of a remembered dedup id was removed (the log starts at %d)", q.log.First())
+	}
 	if again := mustSendWith(t, q, "three", SendOptions{DedupID: "x"}); again != first {
 		t.Fatalf("send of x after its message was deleted: %d, want %d", again, first)
 	}
@@ -236,7 +244,7 @@ func TestQueueDedup(t *testing.T) {
 	if q.Recovery().DedupIDs != 1 {
 		t.Fatalf("recovery: %+v", q.Recovery())
 	}
-	if again := mustSendWith(t, q, "four", SendOptions{DedupID: "x"}); again != first || q.Stats().End != 1 {
+	if again := mustSendWith(t, q, "four", SendOptions{DedupID: "x"}); again != first || q.Stats().End != 101 {
 		t.Fatalf("send of x after a restart: %d, want %d", again, first)
 	}
 	var wg sync.WaitGroup
@@ -254,12 +262,16 @@ func TestQueueDedup(t *testing.T) {
 			t.Fatalf("concurrent sends of y got offsets %v", offs)
 		}
 	}
-	if q.Stats().End != 2 {
-		t.Fatalf("concurrent sends of y appended %d", q.Stats().End-1)
+	if q.Stats().End != 102 {
+		t.Fatalf("concurrent sends of y appended %d", q.Stats().End-101)
 	}
 	clock.Advance(time.Minute + time.Second) // past the window, whatever the rebuild counted
-	if again := mustSendWith(t, q, "five", SendOptions{DedupID: "x"}); again != 2 {
-		t.Fatalf("send of x after the window: %d, want 2", again)
+	if again := mustSendWith(t, q, "five", SendOptions{DedupID: "x"}); again != 102 {
+		t.Fatalf("send of x after the window: %d, want 102", again)
+	}
+	clock.Advance(3 * time.Second) // a checkpoint: nothing holds the first segment now
+	if q.log.First() == 0 {
+		t.Fatal("the first segment is kept after its dedup id expired")
 	}
 	mustCloseQueue(t, q)
 }

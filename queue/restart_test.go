@@ -348,3 +348,57 @@ func queueKillChild(dir string) {
 	syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
+
+// TestQueueSideLogsBounded: with receive counts and dedup ids in use, the
+// receive-count log, the delete log, the message log and the dedup window
+// stay bounded while the queue runs: their segments below the head (and,
+// for the messages, below the dedup window) are removed as the head moves.
+func TestQueueSideLogsBounded(t *testing.T) {
+	old := deleteSegmentBytes
+	deleteSegmentBytes = 28 * 100 // 100 receive-count records per segment
+	t.Cleanup(func() { deleteSegmentBytes = old })
+	dir := t.TempDir()
+	clock := newFakeClock()
+	q := openTestQueue(t, dir, clock, func(o *Options) {
+		o.MaxReceives = 3
+		o.DedupWindow = 10 * time.Second
+	})
+	defer mustCloseQueue(t, q)
+	segments := func(sub string) int {
+		names, _ := filepath.Glob(filepath.Join(dir, sub, "*.log"))
+		return len(names)
+	}
+	var peak [3]int // receives, deletes, messages: the most seen in rounds 5-9
+	for round := range 20 {
+		for i := range 300 {
+			mustSendWith(t, q, "body", SendOptions{DedupID: fmt.Sprint(round, "-", i)})
+			m, ok := tryRecv(t, q)
+			if !ok {
+				t.Fatal("nothing to receive")
+			}
+			mustDelete(t, q, m.Offset)
+		}
+		clock.Advance(2 * time.Second) // a checkpoint; the dedup window moves on
+		now := [3]int{segments(receivesDir), segments(deletesDir), segments(".")}
+		switch {
+		case round >= 5 && round < 10:
+			for k := range now {
+				peak[k] = max(peak[k], now[k])
+			}
+		case round >= 10:
+			for k, what := range []string{"receive-count", "delete", "message"} {
+				if now[k] > peak[k]+2 {
+					t.Fatalf("round %d: the %s log grew to %d segments (at most %d in rounds 5-9)", round, what, now[k], peak[k])
+				}
+			}
+		}
+		if st := q.Stats(); st.DedupIDs > 6*300 {
+			t.Fatalf("round %d: %d dedup ids remembered, the window holds about 5 rounds of 300", round, st.DedupIDs)
+		}
+	}
+	if q.recvs.First() == 0 || q.log.First() == 0 {
+		t.Fatalf("nothing removed: receive-count log from %d, message log from %d", q.recvs.First(), q.log.First())
+	}
+	t.Logf("segments at the end: %d receive-count, %d delete, %d message (peaks in rounds 5-9: %v)",
+		segments(receivesDir), segments(deletesDir), segments("."), peak)
+}
