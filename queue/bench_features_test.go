@@ -290,12 +290,13 @@ func BenchmarkQueueDelayLateness(b *testing.B) {
 		for blockedReceivers(q) == 0 {
 			time.Sleep(10 * time.Microsecond)
 		}
-		sent := time.Now()
-		if _, err := q.SendWith([]byte("d"), SendOptions{Delay: 5 * time.Millisecond}); err != nil {
+		off, err := q.SendWith([]byte("d"), SendOptions{Delay: 5 * time.Millisecond})
+		if err != nil {
 			b.Fatal(err)
 		}
+		_, a := recAttrs(b, q, off)
 		at := <-got
-		due := time.UnixMilli(ceilMilli(sent.Add(5 * time.Millisecond)))
+		due := time.UnixMilli(a.Due)
 		if at.Before(due) {
 			b.Fatalf("handed out %v before its due time", due.Sub(at))
 		}
