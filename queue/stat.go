@@ -152,6 +152,9 @@ func Stat(dir string) (Status, error) {
 // readDeletes replays the delete log of the queue in dir read-only: the
 // deleted offsets at or above head. st gets what it found.
 func readDeletes(dir string, head uint64, st *Status) (*skipSet, error) {
+	if _, err := os.Stat(filepath.Join(dir, deletesDir)); errors.Is(err, fs.ErrNotExist) {
+		return &skipSet{}, nil // a read-only look creates nothing
+	}
 	dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{})
 	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
 		return &skipSet{}, nil
@@ -169,6 +172,9 @@ func readDeletes(dir string, head uint64, st *Status) (*skipSet, error) {
 // readReceives reads the receive-count log of the queue in dir read-only,
 // if there is one, into st.
 func readReceives(dir string, head uint64, st *Status) error {
+	if _, err := os.Stat(filepath.Join(dir, receivesDir)); errors.Is(err, fs.ErrNotExist) {
+		return nil // a read-only look creates nothing
+	}
 	l, err := engine.OpenReadOnly(filepath.Join(dir, receivesDir), engine.Options{})
 	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
 		return nil
