@@ -37,8 +37,8 @@ type Options struct {
 	MaxReceives int
 	// DeadLetterDir is the directory of the dead-letter queue; default the
 	// sibling directory "<dir>.dead". The dead-letter queue is opened (and
-	// created) with the queue when MaxReceives > 0, when DeadLetterDir is
-	// set, or when the directory exists already.
+	// created) with the queue when MaxReceives > 0 or DeadLetterDir is set,
+	// and the sibling also when it holds a queue already.
 	DeadLetterDir string
 }
 

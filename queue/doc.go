@@ -1,0 +1,42 @@
+// Package queue is a durable work queue on a pagelog Log: Send appends a
+// message, Receive hands one out and hides it until its deadline, Delete
+// acknowledges it; a message not deleted by its deadline is handed out
+// again (at-least-once). Messages may be delayed, belong to an ordering
+// group, carry a deduplication id, and move to a dead-letter queue after
+// too many receives; see Queue for each.
+//
+// # Files
+//
+// A queue is a directory: its messages are an ordinary Log in it (so every
+// log tool reads them), with their due times, groups, dedup ids and
+// origins as record attributes; beside them queue.head (the head
+// checkpoint), deletes/ (the delete log) and receives/ (the receive-count
+// log, with MaxReceives). The dead-letter queue is a queue directory of
+// its own, <dir>.dead by default. FORMAT.md describes every file.
+//
+// # Lifetimes
+//
+// Open returns a Queue that owns its directory (and its dead-letter
+// queue's) until Close: a second Open, in this process or another, gets
+// engine.ErrLocked. Message.Body is a zero-copy slice of a read-only
+// mapping, valid until the receiver deletes the message, its deadline
+// passes, or the queue is closed. Stat and Messages read a queue's files
+// without opening it, beside the process that owns it.
+//
+// # Concurrency
+//
+// Every method of a Queue is safe for concurrent use. Deadlines, due times
+// and moves to the dead letters are driven by timers of the Queue's Clock
+// (ManualClock in tests), not by the next call.
+//
+// # Errors
+//
+// ErrNotInFlight: Delete, ChangeVisibility or Release of a message not
+// handed out (or no longer in flight). ErrNoDeadLetters: Redrive of a queue
+// without a dead-letter queue. ErrNotQueue: Stat or Messages of a
+// directory that holds no queue. From the engine, wrapped with context:
+// ErrClosed after Close, ErrLocked for a directory another queue has open,
+// ErrBadOptions for options out of range, ErrInvalidAttrs for send options
+// out of range, ErrTooLarge for a body over the limit, ErrCorrupt for a
+// damaged record (handed out with its Offset so that it can be deleted).
+package queue
