@@ -232,7 +232,7 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 			}
 		}
 		x.at = deadline
-		q.es.timed.fix(x.pos)
+		q.es.flight.fix(x.pos)
 	}
 	q.armTimer(now)
 	q.mu.Unlock()

@@ -8,10 +8,10 @@ import "slices"
 // found by offset through a map, in exactly one state:
 //
 //	state     meaning                                        where
-//	delayed   its due time has not come                      time heap (key: due)
+//	delayed   its due time has not come                      due heap (key: due)
 //	waiting   an earlier message of its group is not done    its group's line
 //	ready     may be handed out now                          ready heap (key: offset)
-//	inFlight  handed out, deadline not passed                time heap (key: deadline)
+//	inFlight  handed out, deadline not passed                flight heap (key: deadline)
 //	dying     to be moved to the dead letters                Queue.dying
 //	moving    being moved to the dead letters, or redriven   (nowhere)
 //
@@ -62,7 +62,9 @@ type entries struct {
 	e      []entry
 	free   []int32
 	byOff  map[uint64]int32
-	timed  heap // delayed and in-flight entries by at, then offset
+	due    heap // delayed entries by due time, then offset
+	flight heap // in-flight entries by deadline, then offset (apart from due, so that a
+	// backlog of delayed messages costs the hand-outs nothing)
 	ready  heap // ready entries by offset
 	n      [nStates]int
 	nAgain int // ready entries that were handed out before (Stats.ReadyAgain)
@@ -75,12 +77,13 @@ type entries struct {
 
 func newEntries() *entries {
 	es := &entries{byOff: map[uint64]int32{}, byGroup: map[string]int32{}}
-	es.timed.less = func(a, b int32) bool {
+	byTime := func(a, b int32) bool {
 		x, y := &es.e[a], &es.e[b]
 		return x.at < y.at || x.at == y.at && x.off < y.off
 	}
+	es.due.less, es.flight.less = byTime, byTime
 	es.ready.less = func(a, b int32) bool { return es.e[a].off < es.e[b].off }
-	es.timed.es, es.ready.es = es, es
+	es.due.es, es.flight.es, es.ready.es = es, es, es
 	return es
 }
 
@@ -152,8 +155,10 @@ func (es *entries) set(i int32, st mstate, at int64) {
 	x.state, x.at = st, at
 	es.n[st]++
 	switch st {
-	case stDelayed, stInFlight:
-		es.timed.push(i)
+	case stDelayed:
+		es.due.push(i)
+	case stInFlight:
+		es.flight.push(i)
 	case stReady:
 		es.ready.push(i)
 		if x.handed {
@@ -162,14 +167,49 @@ func (es *entries) set(i int32, st mstate, at int64) {
 	}
 }
 
+// next returns the earliest due time or deadline, ok false when no entry
+// is delayed or in flight.
+func (es *entries) next() (at int64, ok bool) {
+	for _, h := range []*heap{&es.due, &es.flight} {
+		if h.len() > 0 {
+			if t := es.e[h.top()].at; !ok || t < at {
+				at, ok = t, true
+			}
+		}
+	}
+	return at, ok
+}
+
 // takeDue takes every delayed or in-flight entry whose time is at or
-// before now out of its state, and returns them in order of time. They
-// form a subtree at the top of the time heap: it visits only them, and
-// when they are many it rebuilds the heap rather than pop each.
+// before now out of its state, and returns them in order of time.
 func (es *entries) takeDue(now int64) []int32 {
-	h := &es.timed
-	due := []int32{h.top()}
-	for k := 0; k < len(due); k++ {
+	due := es.takeDueFrom(&es.due, now, nil)
+	due = es.takeDueFrom(&es.flight, now, due)
+	slices.SortFunc(due, func(a, b int32) int {
+		if es.flight.less(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, i := range due {
+		x := &es.e[i]
+		es.n[x.state]--
+		x.state, x.pos = nStates, -1
+	}
+	return due
+}
+
+// takeDueFrom appends to due the entries of h whose time is at or before
+// now, and takes them out of h. They form a subtree at the top of the
+// heap: it visits only them, and when they are many it rebuilds the heap
+// rather than pop each.
+func (es *entries) takeDueFrom(h *heap, now int64, due []int32) []int32 {
+	if h.len() == 0 || es.e[h.top()].at > now {
+		return due
+	}
+	from := len(due)
+	due = append(due, h.top())
+	for k := from; k < len(due); k++ {
 		p := int(es.e[due[k]].pos)
 		for c := 2*p + 1; c <= 2*p+2 && c < len(h.h); c++ {
 			if es.e[h.h[c]].at <= now {
@@ -177,7 +217,7 @@ func (es *entries) takeDue(now int64) []int32 {
 			}
 		}
 	}
-	if len(due) > len(h.h)/16 {
+	if k := len(due) - from; k > len(h.h)/16 {
 		keep := h.h[:0]
 		for _, i := range h.h {
 			if es.e[i].at > now {
@@ -187,20 +227,9 @@ func (es *entries) takeDue(now int64) []int32 {
 		h.h = keep
 		h.heapify()
 	} else {
-		for range due {
+		for range k {
 			h.pop()
 		}
-	}
-	slices.SortFunc(due, func(a, b int32) int {
-		if h.less(a, b) {
-			return -1
-		}
-		return 1
-	})
-	for _, i := range due {
-		x := &es.e[i]
-		es.n[x.state]--
-		x.state, x.pos = nStates, -1
 	}
 	return due
 }
@@ -235,8 +264,10 @@ func (es *entries) unset(i int32) {
 	}
 	es.n[x.state]--
 	switch x.state {
-	case stDelayed, stInFlight:
-		es.timed.remove(x.pos)
+	case stDelayed:
+		es.due.remove(x.pos)
+	case stInFlight:
+		es.flight.remove(x.pos)
 	case stReady:
 		es.ready.remove(x.pos)
 		if x.handed {

@@ -257,7 +257,7 @@ func (q *Queue) toDying(i int32) {
 // held.
 func (q *Queue) expire(now int64) {
 	es := q.es
-	if es.timed.len() == 0 || es.e[es.timed.top()].at > now {
+	if next, ok := es.next(); !ok || next > now {
 		q.pins.releaseUntil(now)
 		return
 	}

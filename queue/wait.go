@@ -89,10 +89,7 @@ func (q *Queue) cancelWait(ch chan struct{}) {
 // common case, deadlines handed out in increasing order, sets one timer
 // per Visibility. Called with q.mu held.
 func (q *Queue) armTimer(now int64) {
-	next, ok := int64(0), false
-	if q.es.timed.len() > 0 {
-		next, ok = q.es.e[q.es.timed.top()].at, true
-	}
+	next, ok := q.es.next()
 	if p, pinned := q.pins.next(); pinned && (!ok || p < next) {
 		next, ok = p, true
 	}
