@@ -118,6 +118,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		ReadOnly:      opts.ReadOnly,
 		FileMode:      opts.FileMode,
 		Ranges:        ranges,
+		Maps:          &segment.MapCache{Max: opts.MaxMappedSegments},
 		SmallPages:    opts.Sync == SyncAlways,
 		WriteThrough:  opts.Sync == SyncAlways,
 		Allocate:      opts.allocate,
@@ -326,7 +327,10 @@ func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	if rep.IndexRepaired {
 		l.recovery.IndexesRebuilt++
 	}
-	if len(segs) > 1 {
+	if len(segs) > 1 && !rep.Clean {
+		// After a clean close every seal had finished (Close waits for
+		// the background one): the check, which maps the segment, is
+		// only for a crash.
 		l.checkLastSealed(segs[len(segs)-2])
 	}
 	if (newSpacing || !trusted) && s.Next() > s.Base() {

@@ -51,6 +51,7 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxRecordBytes     = 1 << 20
 	DefaultSyncInterval       = 100 * time.Millisecond
+	DefaultMaxMappedSegments  = 128
 	// MaxSegmentBytes: positions are 4-byte fields in the index.
 	MaxSegmentBytes = 1<<32 - 1
 )
@@ -102,6 +103,15 @@ type Options struct {
 	RetentionBytes int64
 	RetentionAge   time.Duration
 
+	// MaxMappedSegments bounds the sealed segments kept mapped at once
+	// (default 128): sealed segments are mapped when first read, not at
+	// Open, and the least recently used one that no reader holds is
+	// unmapped when a new one is mapped past the bound. The active segment,
+	// the newest segments of a read-only log, and segments readers still
+	// hold come on top. Each mapped segment costs up to three memory maps
+	// (systems limit them: vm.max_map_count).
+	MaxMappedSegments int
+
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error
 	datasync func(f *os.File) error
@@ -114,6 +124,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.FileMode == 0 {
 		o.FileMode = 0o600
+	}
+	if o.MaxMappedSegments == 0 {
+		o.MaxMappedSegments = DefaultMaxMappedSegments
 	}
 	if o.DirMode == 0 {
 		o.DirMode = 0o700
@@ -155,6 +168,8 @@ func (o Options) validate() error {
 		return bad("SyncInterval", o.SyncInterval, time.Duration(math.MaxInt64), "100ms")
 	case o.RetentionBytes < 0:
 		return bad("RetentionBytes", o.RetentionBytes, int64(math.MaxInt64), "no limit")
+	case o.MaxMappedSegments < 0:
+		return bad("MaxMappedSegments", o.MaxMappedSegments, math.MaxInt, "128")
 	case o.RetentionAge < 0:
 		return bad("RetentionAge", o.RetentionAge, time.Duration(math.MaxInt64), "no limit")
 	case o.FirstOffset >= maxOffset:

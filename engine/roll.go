@@ -194,6 +194,7 @@ func (l *Log) rollTo(base uint64) (*segment.Segment, error) {
 			return nil, err
 		}
 	}
+	old.NoteSealTime()
 	if l.opts.Sync == SyncAlways {
 		if err := old.Seal(true); err != nil {
 			_ = s.Close()

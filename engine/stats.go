@@ -14,7 +14,7 @@ type LogStats struct {
 
 	Segments       int   // segment files in the log
 	Bytes          int64 // bytes of records in them
-	MappedSegments int   // segments this Log maps (all of them: one mapping each)
+	MappedSegments int   // segments whose .log this Log maps now (see Options.MaxMappedSegments)
 
 	Appends       uint64 // records appended since Open
 	AppendedBytes uint64 // their bytes on disk (headers included)
@@ -59,10 +59,14 @@ func (l *Log) Stats() LogStats {
 	if len(segs) > 0 {
 		st.First = segs[0].Base()
 	}
-	st.Segments, st.MappedSegments = len(segs), len(segs)
+	st.Segments = len(segs)
 	for _, s := range segs {
 		st.Bytes += s.End()
+		if !s.Lazy() {
+			st.MappedSegments++ // the active segment, views
+		}
 	}
+	st.MappedSegments += l.cfg.Maps.Mapped()
 	l.mu.Lock()
 	st.Appends, st.AppendedBytes = l.appends, l.appendedBytes
 	l.mu.Unlock()

@@ -92,6 +92,16 @@ func (l *Log) tryView() error {
 		var rep segment.Recovery
 		if i < views {
 			s, err = segment.OpenSealed(l.cfg, base, bases[i+1])
+			if err == nil && views-i <= l.opts.MaxMappedSegments {
+				// The newest sealed segments are mapped at the open: a
+				// mapping keeps their records readable after the writer
+				// drops them, so the log sees every record whole at its
+				// open. Older ones of a longer log are mapped when first
+				// read; one dropped meanwhile reads as trimmed.
+				if err = s.MapNow(); err != nil {
+					s.Close()
+				}
+			}
 		} else {
 			next := uint64(maxOffset)
 			if i+1 < len(bases) {

@@ -150,13 +150,12 @@ func (s *Segment) copyIndex() *index {
 // uses OpenView for the newest segments of a log, where a writer may still
 // be sealing.
 func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
-	s := &Segment{cfg: cfg, base: base, wholeReach: true}
+	s := &Segment{cfg: cfg, base: base, wholeReach: true, lazy: true}
 	s.refs.Store(1)
-	if err := s.mapReadOnly(); err != nil {
-		s.finish()
+	s.idx.Store(&index{})
+	if err := s.statSealed(); err != nil {
 		return nil, err
 	}
-	s.end.Store(int64(len(s.ro)))
 	s.next.Store(next)
 	s.recEnd.Store(next)
 	s.sealed.Store(true)
@@ -209,6 +208,9 @@ func (s *Segment) mapReaders(f *os.File, size int) ([]byte, error) {
 // lookupIndex returns the segment's index, checking it against the log the
 // first time it is needed.
 func (s *Segment) lookupIndex() *index {
+	if s.readable() != nil {
+		return s.idx.Load() // unreadable: an empty index
+	}
 	if !s.checked.Load() || s.distrust.Load() && s.sealed.Load() {
 		s.mu.Lock()
 		if !s.checked.Load() {
@@ -226,6 +228,11 @@ func (s *Segment) lookupIndex() *index {
 // CheckIndex checks the index of a sealed segment now (and repairs it when
 // needed) rather than at its first lookup. It returns what was done.
 func (s *Segment) CheckIndex() Recovery {
+	unpin, ok := s.pin()
+	if !ok {
+		return Recovery{Segment: Name(s.base, LogSuffix)}
+	}
+	defer unpin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.checked.Load() {
@@ -385,6 +392,11 @@ func (s *Segment) buildIndex(end int64) built {
 // For the active segment, it rewrites the mapped index files in place; the
 // caller must not be appending. It returns the number of entries.
 func (s *Segment) RebuildIndex() int {
+	unpin, ok := s.pin()
+	if !ok {
+		return 0
+	}
+	defer unpin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.checked.Store(true)
@@ -409,6 +421,11 @@ func (s *Segment) RebuildIndex() int {
 // the old, so that a reader that mapped the old one keeps it). It returns
 // the bytes cut from the .log file. Writable logs only.
 func (s *Segment) TrimSealed() (int64, error) {
+	unpin, ok := s.pin()
+	if !ok {
+		return 0, fmt.Errorf("segment: trim %s: the segment is closed", s.path(LogSuffix))
+	}
+	defer unpin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.checked.Load() {

@@ -20,6 +20,9 @@ func (s *Segment) Read(offset uint64) (record.View, int64, error) {
 	if offset < s.base || offset >= s.next.Load() {
 		return record.View{}, 0, ErrNotFound
 	}
+	if err := s.readable(); err != nil {
+		return record.View{}, -1, err
+	}
 	x := s.lookupIndex()
 	if (s.activeView || s.sealed.Load()) && offset >= s.recEnd.Load() {
 		return record.View{}, -1, s.missing(offset)
@@ -152,7 +155,10 @@ func (s *Segment) Missing() (from, to uint64) {
 	if !s.activeView && !s.sealed.Load() {
 		return noNext, noNext // the active segment holds all it published
 	}
-	s.lookupIndex()
+	if unpin, ok := s.pin(); ok {
+		s.lookupIndex()
+		unpin()
+	}
 	return min(s.recEnd.Load(), s.next.Load()), s.next.Load()
 }
 
@@ -188,6 +194,10 @@ func (sc *Scanner) Next() (record.View, int64, error) {
 	offset := sc.next
 	if offset >= s.next.Load() {
 		return record.View{}, 0, ErrNotFound
+	}
+	if err := s.readable(); err != nil {
+		sc.next = s.next.Load() // the rest of the segment is unreadable: report it once
+		return record.View{}, -1, err
 	}
 	sc.next++
 	end := s.end.Load()

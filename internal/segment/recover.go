@@ -241,6 +241,11 @@ func (s *Segment) misnamed(src source) string {
 
 // FirstID returns the id of the segment's first record, if it verifies.
 func (s *Segment) FirstID() (uint64, bool) {
+	unpin, ok := s.pin()
+	if !ok {
+		return 0, false
+	}
+	defer unpin()
 	return s.firstID(mapSource(s.ro[:s.end.Load()]))
 }
 

@@ -56,6 +56,10 @@ type Config struct {
 	// queue's message bodies).
 	Ranges *addrspace.Pool
 
+	// Maps bounds the sealed segments mapped at once (see MapCache); nil
+	// keeps every segment mapped once used.
+	Maps *MapCache
+
 	// Allocate reserves file space; nil means mmapfile.Allocate. Tests
 	// replace it to inject a full disk.
 	Allocate func(f *os.File, off, n int64) error
@@ -142,6 +146,14 @@ type Segment struct {
 
 	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
 
+	// lazy segments (opened by OpenSealed) are mapped on first use and may
+	// be unmapped again by the log's MapCache when no reader holds them.
+	lazy        bool
+	isMapped    atomic.Bool
+	touched     atomic.Bool           // used since the cache's clock last passed
+	unreadable  atomic.Pointer[error] // why the last mapping attempt failed
+	keptEntries int64                 // index entries checked, kept across an eviction (under mu)
+
 	// sealedAt is when the segment was sealed (Unix ms): by Seal, or the
 	// file's modification time for one opened sealed. Retention by age
 	// uses it for a segment without a time-index entry.
@@ -183,10 +195,20 @@ func (s *Segment) DiskBytes() int64 {
 	return s.end.Load() + n*entry
 }
 
+// NoteSealTime records when the writer sealed the segment (Unix ms): the
+// writer calls it at the roll, on its own goroutine, since the seal itself
+// may run later on another.
+func (s *Segment) NoteSealTime() { s.sealedAt.Store(s.cfg.nowMillis()) }
+
 // NewestTime returns the time (Unix ms) of the segment's newest record as
 // far as its time index says, or when it was sealed if its index has no
 // entry; ok is false when neither is known.
 func (s *Segment) NewestTime() (ms int64, ok bool) {
+	unpin, ok := s.pin()
+	if !ok {
+		return 0, false
+	}
+	defer unpin()
 	if x := s.lookupIndex(); x != nil {
 		if n := x.entries(); n > 0 {
 			ms, _ := x.tim.Entry(n - 1)
@@ -230,13 +252,26 @@ func (s *Segment) Path() string { return s.path(LogSuffix) }
 func (s *Segment) Acquire() bool {
 	for {
 		n := s.refs.Load()
+		if n <= evicting/2 {
+			waitEvicted()
+			continue
+		}
 		if n <= 0 {
 			return false
 		}
 		if s.refs.CompareAndSwap(n, n+1) {
-			return true
+			break
 		}
 	}
+	if s.lazy {
+		if !s.touched.Load() {
+			s.touched.Store(true)
+		}
+		if !s.isMapped.Load() {
+			s.ensureMapped()
+		}
+	}
+	return true
 }
 
 // Release drops a reference; the last one unmaps the segment.
@@ -259,7 +294,12 @@ func (s *Segment) Close() error {
 
 // finish unmaps everything once no one holds a reference.
 func (s *Segment) finish() {
-	if s.cfg.Ranges != nil {
+	if s.lazy && s.cfg.Maps != nil {
+		s.cfg.Maps.remove(s)
+	}
+	if s.ro == nil {
+		// A lazy segment never mapped, or evicted: nothing to give back.
+	} else if s.cfg.Ranges != nil {
 		// Never unmapped: a failed overlay leaves the file mapped.
 		_ = s.cfg.Ranges.Retire(s.ro)
 	} else {

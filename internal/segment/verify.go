@@ -55,6 +55,11 @@ func (s *Segment) Info(offset uint64, v record.View, pos int64, err error) Info 
 // entries; an active one's may hold zeros, or entries for records appended
 // after the view was taken, after them.
 func (s *Segment) VerifyIndex() []string {
+	unpin, ok := s.pin()
+	if !ok {
+		return nil
+	}
+	defer unpin()
 	// One snapshot of the published records: next first, so that the end
 	// loaded after it covers every record below next.
 	exact := s.sealed.Load() // sealed before the files are read: they are final
@@ -151,6 +156,11 @@ func (s *Segment) gone() bool {
 // uses this to bring every index to the configured one). Active segments
 // report true.
 func (s *Segment) IndexMatchesRule() bool {
+	unpin, ok := s.pin()
+	if !ok {
+		return true
+	}
+	defer unpin()
 	if !s.sealed.Load() {
 		return true
 	}
@@ -372,6 +382,11 @@ func spacingProblem(recs []recPlace, spans []damageSpan, at []int) string {
 // checksums are not checked; damage is stepped over). A log whose stored
 // settings were lost bounds MaxRecordBytes by it.
 func (s *Segment) LongestBody() int {
+	unpin, ok := s.pin()
+	if !ok {
+		return 0
+	}
+	defer unpin()
 	s.lookupIndex()
 	end := s.end.Load()
 	src := limitSource{mapSource(s.ro[:end]), end}

@@ -570,7 +570,6 @@ func (s *Segment) Seal(sync bool) error {
 	err := w.close()
 	s.w = nil
 	s.recEnd.Store(s.next.Load())
-	s.sealedAt.Store(s.cfg.nowMillis())
 	s.sealed.Store(true)
 	return err
 }

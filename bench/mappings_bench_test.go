@@ -1,0 +1,98 @@
+package bench
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// A log of 10,000 segments, built once per process: the bounded-mappings
+// figures (Open without mapping sealed segments, random reads across all of
+// them with at most MaxMappedSegments mapped).
+var manySegs struct {
+	once sync.Once
+	dir  string
+	n    int
+	err  error
+}
+
+const manySegments = 10_000
+
+func manySegmentLog(b *testing.B) (string, int) {
+	b.Helper()
+	manySegs.once.Do(func() {
+		dir := filepath.Join(scratch, "many-segments")
+		l, err := engine.Open(dir, engine.Options{SegmentBytes: 4096})
+		if err != nil {
+			manySegs.err = err
+			return
+		}
+		body := make([]byte, 1000)
+		for l.Stats().Segments < manySegments {
+			if _, err := l.Append(body); err != nil {
+				manySegs.err = err
+				return
+			}
+		}
+		manySegs.dir, manySegs.n = dir, int(l.Next())
+		manySegs.err = l.Close()
+	})
+	if manySegs.err != nil {
+		b.Fatal(manySegs.err)
+	}
+	return manySegs.dir, manySegs.n
+}
+
+// BenchmarkOpenManySegments opens a cleanly closed log of 10,000 segments
+// (Close not timed) and reports the segments mapped after the open.
+func BenchmarkOpenManySegments(b *testing.B) {
+	dir, n := manySegmentLog(b)
+	b.ReportAllocs()
+	var mapped int
+	for range b.N {
+		l, err := engine.Open(dir, engine.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.Next() != uint64(n) || !l.Recovery().Clean {
+			b.Fatalf("next %d clean %v", l.Next(), l.Recovery().Clean)
+		}
+		b.StopTimer()
+		mapped = l.Stats().MappedSegments
+		l.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(mapped), "mapped-segments")
+}
+
+// BenchmarkReadManySegments reads random records across 10,000 segments
+// with the default bound of 128 mapped segments: most reads map a segment
+// and evict another.
+func BenchmarkReadManySegments(b *testing.B) {
+	dir, n := manySegmentLog(b)
+	l, err := engine.Open(dir, engine.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	lat := make(latencies, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		off := rng.Uint64N(uint64(n))
+		t := time.Now()
+		r, err := l.Read(off)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Release()
+		lat = append(lat, time.Since(t))
+	}
+	b.StopTimer()
+	lat.report(b)
+	b.ReportMetric(float64(l.Stats().MappedSegments), "mapped-segments")
+}

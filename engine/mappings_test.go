@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mappedLogFiles counts the distinct .log files of dir mapped by this
+// process, from /proc/self/maps.
+func mappedLogFiles(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, dir+"/"); i >= 0 && strings.HasSuffix(line, ".log") {
+			seen[line[i:]] = true
+		}
+	}
+	return len(seen)
+}
+
+// openFDs counts the descriptors of this process open on files of dir.
+func openFDs(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// Sealed segments are mapped when first read and at most MaxMappedSegments
+// of them stay mapped; a held record keeps its segment mapped.
+func TestBoundedMappings(t *testing.T) {
+	dir := t.TempDir()
+	const max = 8
+	opts := Options{SegmentBytes: 8 << 10, MaxMappedSegments: max}
+	l := mustOpen(t, dir, opts)
+	sizes := appendN(t, l, 3000, func(uint64) int { return 500 }) // about 190 segments
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l = mustOpen(t, dir, opts)
+	defer l.Close()
+	took := time.Since(start)
+	st := l.Stats()
+	if st.Segments < 150 {
+		t.Fatalf("only %d segments", st.Segments)
+	}
+	if st.MappedSegments != 1 || mappedLogFiles(t, dir) > 1 {
+		t.Fatalf("after a clean open: %d segments mapped (%d .log files in /proc/self/maps), want the active one only (open took %v)",
+			st.MappedSegments, mappedLogFiles(t, dir), took)
+	}
+	// A record held from the start, across all the evictions below.
+	held, err := l.Read(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	heldBody := bytes.Clone(held.Body)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		off := rng.Uint64N(uint64(len(sizes)))
+		r, err := l.Read(off)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		if !bytes.Equal(r.Body, testBody(off, 500)) {
+			t.Fatalf("Read(%d): wrong body", off)
+		}
+		r.Release()
+	}
+	if !bytes.Equal(held.Body, heldBody) {
+		t.Fatal("a held record changed while its segment was a candidate for eviction")
+	}
+	st = l.Stats()
+	// The bound, plus the active segment and the one the held record pins.
+	if st.MappedSegments > max+2 || mappedLogFiles(t, dir) > max+2 {
+		t.Fatalf("after random reads: %d segments mapped, %d .log files in /proc/self/maps; want <= %d",
+			st.MappedSegments, mappedLogFiles(t, dir), max+2)
+	}
+	if n := openFDs(t, dir); n >= 10 {
+		t.Fatalf("%d descriptors open on the log's files, want < 10", n)
+	}
+	checkAll(t, l, 0, sizes)
+	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+		t.Fatalf("Verify with bounded mappings: %v %+v", err, rep)
+	}
+}
+
+// Readers, appends, DropBefore and eviction at once (run under -race):
+// every record read is byte-exact, no reader faults.
+func TestBoundedMappingsConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, MaxMappedSegments: 4})
+	defer l.Close()
+	appendN(t, l, 2000, func(uint64) int { return 300 })
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errc := make(chan error, 8)
+	for g := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			var held []Record
+			defer func() {
+				for _, r := range held {
+					r.Release()
+				}
+			}()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				first, next := l.First(), l.Next()
+				off := first + rng.Uint64N(next-first)
+				r, err := l.Read(off)
+				if err != nil {
+					continue // dropped meanwhile
+				}
+				if !bytes.Equal(r.Body, testBody(off, 300)) {
+					errc <- os.ErrInvalid
+					r.Release()
+					return
+				}
+				held = append(held, r)
+				if len(held) > 5 {
+					held[0].Release()
+					held = held[1:]
+				}
+				for _, h := range held {
+					if !bytes.Equal(h.Body, testBody(h.Offset, 300)) {
+						errc <- os.ErrInvalid
+						return
+					}
+				}
+			}
+		}()
+	}
+	for i := 2000; i < 6000; i++ {
+		if _, err := l.Append(testBody(uint64(i), 300)); err != nil {
+			t.Fatal(err)
+		}
+		if i%400 == 0 {
+			if _, err := l.DropBefore(uint64(i - 1500)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		t.Fatalf("a reader saw a wrong body: %v", err)
+	default:
+	}
+}

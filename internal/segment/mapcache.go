@@ -1,0 +1,252 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/pagelog/pagelog/mmapfile"
+)
+
+// Sealed segments opened by OpenSealed are mapped on first use, not at
+// open, and a MapCache bounds how many stay mapped: a log of thousands of
+// segments would otherwise hold three mappings per segment (systems limit
+// them: vm.max_map_count is often 65,530) and open every file at Open.
+//
+// A reader's reference pins the mapping: Acquire maps the segment if it is
+// not, and eviction only takes a segment whose one reference is the log's
+// own. The evictor marks the reference count (evicting) while it unmaps, so
+// an Acquire meanwhile waits for it and maps again. The last holder of an
+// evicted-then-dropped segment finishes it as before.
+
+// errReplaced says a lazy segment's file is not the one the log opened.
+var errReplaced = errors.New("segment: the file was replaced since the log was opened")
+
+// evicting is added to a segment's reference count while it is evicted:
+// any count at or below evicting/2 means "being evicted".
+const evicting = -(1 << 40)
+
+// MapCache bounds the sealed segments of one log that are mapped at once.
+// The zero value does not bound them. It is safe for concurrent use.
+type MapCache struct {
+	Max int // sealed segments kept mapped (0: no bound)
+
+	mu     sync.Mutex
+	segs   []*Segment // mapped lazy segments, in clock order
+	hand   int
+	mapped atomic.Int64
+}
+
+// MapNow maps a lazy segment now (a read-only open maps the newest ones
+// at once, so that their records stay readable after the writer drops
+// them) and returns why it could not, as the file system said it.
+func (s *Segment) MapNow() error {
+	if !s.lazy || !s.Acquire() {
+		return nil
+	}
+	defer s.Release()
+	if s.isMapped.Load() {
+		return nil
+	}
+	if p := s.unreadable.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Lazy reports whether the segment is mapped on demand (and may be evicted):
+// a sealed segment opened by OpenSealed.
+func (s *Segment) Lazy() bool { return s.lazy }
+
+// Mapped returns how many sealed segments are mapped now.
+func (c *MapCache) Mapped() int {
+	if c == nil {
+		return 0
+	}
+	return int(c.mapped.Load())
+}
+
+// add records a newly mapped segment and evicts others past Max: a clock
+// sweep gives recently used segments a second chance, and skips segments
+// a reader holds.
+func (c *MapCache) add(s *Segment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.segs = append(c.segs, s)
+	c.mapped.Add(1)
+	if c.Max <= 0 {
+		return
+	}
+	for tries := 0; len(c.segs) > c.Max && tries < 2*len(c.segs); tries++ {
+		if c.hand >= len(c.segs) {
+			c.hand = 0
+		}
+		v := c.segs[c.hand]
+		if v == s || v.touched.Swap(false) {
+			c.hand++
+			continue
+		}
+		if v.tryEvict() {
+			c.segs = slices.Delete(c.segs, c.hand, c.hand+1)
+			c.mapped.Add(-1)
+			continue
+		}
+		c.hand++
+	}
+}
+
+// remove forgets a segment that is finished (its mapping is gone).
+func (c *MapCache) remove(s *Segment) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.Index(c.segs, s); i >= 0 {
+		c.segs = slices.Delete(c.segs, i, i+1)
+		c.mapped.Add(-1)
+		if c.hand > i {
+			c.hand--
+		}
+	}
+}
+
+// ensureMapped maps a lazy segment that is not mapped. The caller holds a
+// reference. A file that cannot be mapped (removed or replaced by hand, no
+// memory for the mapping) leaves the segment unreadable: its reads report
+// the error, nothing faults.
+func (s *Segment) ensureMapped() {
+	s.mu.Lock()
+	if s.isMapped.Load() {
+		s.mu.Unlock()
+		return
+	}
+	id := s.fileID
+	err := s.mapReadOnly()
+	if err == nil && id != [2]uint64{} && s.fileID != id {
+		err = fmt.Errorf("%w: %s", errReplaced, s.path(LogSuffix))
+	}
+	if err == nil && int64(len(s.ro)) < s.end.Load() {
+		err = fmt.Errorf("segment: %s shrank from %d to %d bytes since the log was opened", s.path(LogSuffix), s.end.Load(), len(s.ro))
+	}
+	if err != nil {
+		s.unmapLocked()
+		s.fileID = id
+		s.unreadable.Store(&err)
+		s.mu.Unlock()
+		return
+	}
+	if s.checked.Load() {
+		x := s.idx.Load()
+		x.n.Store(s.keptEntries)
+	}
+	s.unreadable.Store(nil)
+	s.isMapped.Store(true)
+	s.mu.Unlock()
+	if c := s.cfg.Maps; c != nil {
+		c.add(s)
+	}
+}
+
+// tryEvict unmaps a mapped lazy segment that only its log holds. It
+// reports whether it did.
+func (s *Segment) tryEvict() bool {
+	if !s.refs.CompareAndSwap(1, 1+evicting) {
+		return false
+	}
+	s.mu.Lock()
+	s.keptEntries = s.idx.Load().n.Load()
+	s.unmapLocked()
+	s.isMapped.Store(false)
+	s.mu.Unlock()
+	if s.refs.Add(-evicting) == 0 {
+		s.finish() // the log let go of it meanwhile
+	}
+	return true
+}
+
+// unmapLocked gives back the mappings of a lazy segment, keeping an empty
+// index of the same entry count. The caller holds s.mu and is the only one
+// using them.
+func (s *Segment) unmapLocked() {
+	if s.ro != nil {
+		if s.cfg.Ranges != nil {
+			_ = s.cfg.Ranges.Retire(s.ro)
+		} else {
+			_ = mmapfile.Unmap(s.ro)
+		}
+		s.ro = nil
+	}
+	if x := s.idx.Load(); x != nil {
+		_ = mmapfile.Unmap(x.offMap)
+		_ = mmapfile.Unmap(x.timMap)
+	}
+	for _, m := range s.retired {
+		_ = mmapfile.Unmap(m)
+	}
+	s.retired = nil
+	s.idx.Store(&index{})
+}
+
+// readable maps a lazy segment that is not mapped and reports why it cannot
+// be read (nil when it can). Readers of a log whose segments a MapCache
+// bounds must hold a reference (Acquire) across their use of the segment's
+// bytes: that is what keeps the mapping from eviction.
+func (s *Segment) readable() error {
+	if !s.lazy || s.isMapped.Load() {
+		return nil
+	}
+	s.ensureMapped()
+	if s.isMapped.Load() {
+		return nil
+	}
+	var why error = errors.New("unknown")
+	if p := s.unreadable.Load(); p != nil {
+		why = *p
+	}
+	if s.cfg.ReadOnly && (errors.Is(why, fs.ErrNotExist) || errors.Is(why, errReplaced)) {
+		// A read-only log: the writer dropped the segment, or cut it
+		// (replacing the file), since the open.
+		return fmt.Errorf("%w: segment %s left the log after it was opened (%v)", ErrNotFound, Name(s.base, LogSuffix), why)
+	}
+	return fmt.Errorf("%w: segment %s cannot be mapped: %w", ErrCorrupt, Name(s.base, LogSuffix), why)
+}
+
+// statSealed reads what OpenSealed needs of a sealed segment's .log without
+// opening or mapping it.
+func (s *Segment) statSealed() error {
+	st, err := os.Stat(s.path(LogSuffix))
+	if err != nil {
+		return fmt.Errorf("segment: open: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("segment: open: %s is not a regular file", s.path(LogSuffix))
+	}
+	s.fileID = fileIdentity(st)
+	s.sealedAt.Store(st.ModTime().UnixMilli())
+	s.end.Store(st.Size())
+	return nil
+}
+
+// waitEvicted waits while an eviction of the segment runs.
+func waitEvicted() { runtime.Gosched() }
+
+// pin takes a reference for a method that uses the mappings of a lazy
+// segment on its own behalf (its caller may hold none): it maps the segment
+// and keeps it from eviction until the returned function runs. ok is false
+// once the segment is finished.
+func (s *Segment) pin() (unpin func(), ok bool) {
+	if !s.lazy {
+		return func() {}, true
+	}
+	if !s.Acquire() {
+		return nil, false
+	}
+	if !s.isMapped.Load() {
+		s.Release() // unreadable: the method has nothing to look at
+		return nil, false
+	}
+	return s.Release, true
+}
