@@ -175,10 +175,15 @@ func FuzzOpenActiveSegment(f *testing.F) {
 // checkOpenActive runs the opens and checks of FuzzOpenActiveSegment on a
 // prepared directory whose active file holds file.
 func checkOpenActive(t *testing.T, tpl *activeTemplate, dir string, file []byte, loose, marker bool) {
-	// The read-only open maps the file as it is; the writable one first
-	// grows it to the segment's capacity with zeros.
-	capacity := max(int(activeOpts.SegmentBytes), int(tpl.maxLength)+4, len(file))
-	grown := append(bytes.Clone(file), make([]byte, capacity-len(file))...)
+	// The read-only open reads the file as it is; the writable one grows a
+	// file shorter than its clean-close marker's end to it with zeros (the
+	// active segment is allocated in steps, so a shorter file is one cut
+	// behind the marker's back), and reads the rest as it is.
+	grownLen := len(file)
+	if marker {
+		grownLen = max(grownLen, int(tpl.positions[len(tpl.active)]))
+	}
+	grown := append(bytes.Clone(file), make([]byte, grownLen-len(file))...)
 	wantRO := tpl.expect(file, marker)
 	wantRW := tpl.expect(grown, marker)
 
