@@ -110,7 +110,7 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
 		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
 	}
-	if err := copyPrefix(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos, l.opts.FileMode); err != nil {
+	if err := copyPrefix(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos, l.opts.FileMode, l.opts.datasync); err != nil {
 		l.sync.fail(err)
 		return err
 	}
@@ -132,9 +132,13 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 }
 
 // copyPrefix replaces the file at path with a copy of its first pos bytes:
-// a temporary file, synced, renamed over it. The old file's inode, and so
-// every mapping of it, keeps its bytes.
-func copyPrefix(path string, pos int64, mode os.FileMode) error {
+// a temporary file, synced (through datasync when a test sets it),
+// renamed over it. The old file's inode, and so every mapping of it, keeps
+// its bytes.
+func copyPrefix(path string, pos int64, mode os.FileMode, datasync func(*os.File) error) error {
+	if datasync == nil {
+		datasync = mmapfile.Datasync
+	}
 	src, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("pagelog: truncate: %w", err)
@@ -147,7 +151,7 @@ func copyPrefix(path string, pos int64, mode os.FileMode) error {
 	}
 	_, err = io.CopyN(dst, src, pos) // copy_file_range where the system has it
 	if err == nil {
-		err = mmapfile.Datasync(dst)
+		err = datasync(dst)
 	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
