@@ -106,9 +106,8 @@ type queueStats struct {
 	// OldestAge is the age of the head message when AgeKnown: the time
 	// index cannot tell it for a log with less than one index interval
 	// (4 KiB by default) in a segment.
-	OldestAge   time.Duration
-	AgeKnown    bool
-	DeadLetters uint64 // messages not deleted in <dir>.dead (0 when there is none)
+	OldestAge time.Duration
+	AgeKnown  bool
 }
 
 // readDirStats reads the figures of the log or queue in dir without a lock.
@@ -123,15 +122,7 @@ func readDirStats(dir string) (dirStats, error) {
 		if err != nil {
 			return st, err
 		}
-		st.Queue = &queueStats{Status: qs}
-		dead := queue.DeadLetterPath(dir)
-		if ok, _ := queue.IsQueue(dead); ok {
-			ds, err := queue.Stat(dead)
-			if err != nil {
-				return st, fmt.Errorf("the dead-letter queue: %w", err)
-			}
-			st.Queue.DeadLetters = ds.Messages
-		}
+		st.Queue = &queueStats{Status: qs} // Status.DeadLetters: those of <dir>.dead
 	}
 	l, err := engine.OpenReadOnly(dir, engine.Options{})
 	if err != nil {
