@@ -125,7 +125,7 @@ func (q *Queue) runMoves(items []moveItem) {
 	}
 
 	q.mu.Lock()
-	moved, at, wrote, derr := q.endMoves(items, n, func(i int32, _ int64) { q.toDying(i) })
+	moved, at, derr := q.endMoves(items, n, func(i int32, _ int64) { q.toDying(i) })
 	q.counts.deadLettered += uint64(moved)
 	if err == nil {
 		err = derr
@@ -139,7 +139,7 @@ func (q *Queue) runMoves(items []moveItem) {
 	}
 	q.armTimer(now)
 	q.mu.Unlock()
-	if wrote {
+	if moved > 0 {
 		if err := q.waitDelete(at); err != nil {
 			q.mu.Lock()
 			q.counts.moveErr = fmt.Errorf("pagelog: move to the dead letters: %w", err)
@@ -150,29 +150,38 @@ func (q *Queue) runMoves(items []moveItem) {
 
 // endMoves ends a move of items: the first k, copied to the other queue,
 // are deleted here with one append of delete records (whose last offset
-// it returns, wrote false when none); the others are handed to back. An
-// item deleted meanwhile is left alone. Called with q.mu held.
-func (q *Queue) endMoves(items []moveItem, k int, back func(i int32, now int64)) (moved int, at uint64, wrote bool, err error) {
+// it returns, and how many it wrote), then leave the queue's state; the
+// others, and those whose record could not be written, are handed to back.
+// An item deleted meanwhile is left alone. Called with q.mu held.
+func (q *Queue) endMoves(items []moveItem, k int, back func(i int32, now int64)) (moved int, at uint64, err error) {
 	now := q.now()
-	var done []uint64
+	var copied []uint64
 	for j, it := range items {
 		i, ok := q.es.lookup(it.off)
 		if !ok || q.es.e[i].state != stMoving {
 			continue // deleted meanwhile
 		}
-		q.es.unset(i)
 		if j < k {
-			q.finish(i, now)
-			done = append(done, it.off)
+			copied = append(copied, it.off)
 			continue
 		}
+		q.es.unset(i)
 		back(i, now)
 	}
-	at, wrote, err = q.appendDeletes(done)
+	at, n, err := q.appendDeletes(copied)
+	for j, off := range copied {
+		i, _ := q.es.lookup(off)
+		q.es.unset(i)
+		if j < n {
+			q.finish(i, now)
+		} else {
+			back(i, now) // no delete record: it stays, and may be copied again
+		}
+	}
 	if serr := q.skipAhead(); err == nil {
 		err = serr
 	}
-	return len(done), at, wrote, err
+	return n, at, err
 }
 
 // durable waits until the message at off is as durable as the sync policy
@@ -312,7 +321,7 @@ func (q *Queue) takeRedrive(n int) ([]moveItem, []engine.Record, error) {
 // and puts the others back. Called on the dead-letter queue.
 func (q *Queue) finishRedrive(items []moveItem, k int) error {
 	q.mu.Lock()
-	moved, at, wrote, err := q.endMoves(items, k, func(i int32, now int64) {
+	moved, at, err := q.endMoves(items, k, func(i int32, now int64) {
 		if q.es.front(i) {
 			q.placeFront(i, now)
 		} else {
@@ -322,7 +331,7 @@ func (q *Queue) finishRedrive(items []moveItem, k int) error {
 	q.counts.deleted += uint64(moved)
 	q.armTimer(q.now())
 	q.mu.Unlock()
-	if wrote {
+	if moved > 0 {
 		err = errors.Join(err, q.waitDelete(at))
 	}
 	return err

@@ -10,27 +10,29 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// Delete marks the message at offset done: it leaves the queue's state (a
-// late delete of a message whose deadline passed counts too), the next
-// message of its group may be handed out, and a delete record is appended
-// to the delete log; under SyncAlways Delete returns once that record is
-// synced. Deleting an offset already deleted returns nil. An offset not
-// handed out since the queue was opened, or beyond the end, gets
-// ErrNotInFlight.
+// Delete marks the message at offset done: a delete record is appended to
+// the delete log, then the message leaves the queue's state (a late delete
+// of a message whose deadline passed counts too) and the next message of
+// its group may be handed out; under SyncAlways Delete returns once the
+// record is synced. A delete whose record cannot be written (a full disk)
+// returns the error and changes nothing. Deleting an offset already
+// deleted returns nil. An offset not handed out since the queue was
+// opened, or beyond the end, gets ErrNotInFlight.
 func (q *Queue) Delete(offset uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
 		return engine.ErrClosed
 	}
-	ok, err := q.deleteOne(offset, q.now())
+	i, ok, err := q.deletable(offset)
 	var at uint64
 	if ok {
-		q.counts.deleted++
-		at, err = q.appendDelete(offset)
-	}
-	if serr := q.skipAhead(); err == nil {
-		err = serr
+		if at, err = q.appendDelete(offset); err == nil {
+			q.es.unset(i)
+			q.finish(i, q.now())
+			q.counts.deleted++
+			err = q.skipAhead()
+		}
 	}
 	q.mu.Unlock()
 	if err != nil || !ok {
@@ -39,60 +41,69 @@ func (q *Queue) Delete(offset uint64) error {
 	return q.waitDelete(at)
 }
 
-// deleteOne takes the message at off out of the queue's state if it was
-// handed out since open: ok says a delete record is to be written. An
-// offset deleted already gives neither; one never handed out gives an
-// error wrapping ErrNotInFlight. Called with q.mu held.
-func (q *Queue) deleteOne(off uint64, now int64) (ok bool, err error) {
+// deletable reports whether the message at off may be deleted: ok with its
+// entry when it was handed out since open; neither for an offset deleted
+// already; an error wrapping ErrNotInFlight for one never handed out.
+// Called with q.mu held.
+func (q *Queue) deletable(off uint64) (i int32, ok bool, err error) {
 	i, found := q.es.lookup(off)
 	if !found {
 		if off >= q.t.Cursor() && !q.skipped(off) {
-			return false, fmt.Errorf("%w: offset %d (head %d, cursor %d)", ErrNotInFlight, off, q.t.Head(), q.t.Cursor())
+			return 0, false, fmt.Errorf("%w: offset %d (head %d, cursor %d)", ErrNotInFlight, off, q.t.Head(), q.t.Cursor())
 		}
-		return false, nil // deleted already
+		return 0, false, nil // deleted already
 	}
 	if !q.es.e[i].handed {
-		return false, fmt.Errorf("%w: offset %d was not handed out since the queue was opened", ErrNotInFlight, off)
+		return 0, false, fmt.Errorf("%w: offset %d was not handed out since the queue was opened", ErrNotInFlight, off)
 	}
-	q.es.unset(i)
-	q.finish(i, now)
-	return true, nil
+	return i, true, nil
 }
 
 // DeleteBatch deletes the messages at offsets as Delete does, with one
 // append to the delete log and, under SyncAlways, one sync. It deletes
 // every offset it can; the error names each one it could not delete (each
-// wrapping ErrNotInFlight, or the delete log's error).
+// wrapping ErrNotInFlight, or the delete log's error: those messages stay
+// as they were).
 func (q *Queue) DeleteBatch(offsets []uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
 		q.mu.Unlock()
 		return engine.ErrClosed
 	}
-	now := q.now()
 	var errs []error
-	var done []uint64
+	var todo []uint64
+	seen := make(map[uint64]bool, len(offsets))
 	for _, off := range offsets {
-		ok, err := q.deleteOne(off, now)
+		if seen[off] {
+			continue
+		}
+		seen[off] = true
+		_, ok, err := q.deletable(off)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if ok {
-			done = append(done, off)
+			todo = append(todo, off)
 		}
 	}
-	q.counts.deleted += uint64(len(done))
-	at, wrote, err := q.appendDeletes(done)
+	at, n, err := q.appendDeletes(todo)
 	if err != nil {
 		errs = append(errs, err)
 	}
+	now := q.now()
+	for _, off := range todo[:n] {
+		i, _ := q.es.lookup(off)
+		q.es.unset(i)
+		q.finish(i, now)
+	}
+	q.counts.deleted += uint64(n)
 	if err := q.skipAhead(); err != nil {
 		errs = append(errs, err)
 	}
 	q.mu.Unlock()
-	if wrote {
+	if n > 0 {
 		if err := q.waitDelete(at); err != nil {
-			errs = append(errs, fmt.Errorf("pagelog: delete records of %d messages: %w", len(done), err))
+			errs = append(errs, fmt.Errorf("pagelog: delete records of %d messages: %w", n, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -128,39 +139,42 @@ func (q *Queue) Discard(offset uint64) error {
 		return fmt.Errorf("%w: offset %d is at or beyond the end %d", engine.ErrNotFound, offset, next)
 	}
 	i, ok := q.es.lookup(offset)
-	switch {
-	case ok:
-		q.es.unset(i)
-		q.finish(i, q.now())
-	case offset < q.t.Cursor() || q.skipped(offset):
+	if !ok && (offset < q.t.Cursor() || q.skipped(offset)) {
 		q.mu.Unlock()
 		return nil // deleted already
-	default:
-		q.skip.add(offset, offset+1)
 	}
-	q.counts.deleted++
-	at, wrote, err := q.appendDeletes([]uint64{offset})
+	at, err := q.appendDelete(offset)
 	if err == nil {
+		if ok {
+			q.es.unset(i)
+			q.finish(i, q.now())
+		} else {
+			q.skip.add(offset, offset+1)
+		}
+		q.counts.deleted++
 		err = q.skipAhead()
 	}
 	q.mu.Unlock()
-	if err != nil || !wrote {
+	if err != nil {
 		return err
 	}
 	return q.waitDelete(at)
 }
 
 // appendDeletes appends the delete records of offsets with one append and
-// returns the last one's offset in the delete log (wrote false when
-// offsets is empty). An error names the offsets without a record. Called
-// with q.mu held (or at open), so that records and q.buckets agree.
-func (q *Queue) appendDeletes(offsets []uint64) (last uint64, wrote bool, err error) {
-	if len(offsets) == 0 {
-		return 0, false, nil
-	}
-	if len(offsets) == 1 {
+// returns the last one's offset in the delete log and how many it wrote
+// (the first n: an error names the offsets after them). Called with q.mu
+// held (or at open), so that records and q.buckets agree.
+func (q *Queue) appendDeletes(offsets []uint64) (last uint64, n int, err error) {
+	switch len(offsets) {
+	case 0:
+		return 0, 0, nil
+	case 1:
 		at, err := q.appendDelete(offsets[0])
-		return at, err == nil, err
+		if err != nil {
+			return 0, 0, err
+		}
+		return at, 1, nil
 	}
 	buf := make([]byte, deleteRecordBytes*len(offsets))
 	bodies := make([][]byte, len(offsets))
@@ -177,9 +191,9 @@ func (q *Queue) appendDeletes(offsets []uint64) (last uint64, wrote bool, err er
 		err = fmt.Errorf("pagelog: delete records of %d messages not written (offsets %v): %w", len(offsets)-n, offsets[n:], err)
 	}
 	if n == 0 {
-		return 0, false, err
+		return 0, 0, err
 	}
-	return first + uint64(n) - 1, true, err
+	return first + uint64(n) - 1, n, err
 }
 
 // waitDelete waits, under SyncAlways, until the delete record at is synced.
