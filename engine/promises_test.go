@@ -531,3 +531,47 @@ func TestIndexRewriteENOSPC(t *testing.T) {
 		t.Fatalf("the index file is %d bytes after an open with space, want it rewritten to %d", n, trimmed)
 	}
 }
+
+// WaitDurable that runs the sync itself returns when its context ends, even
+// while the fdatasync hangs, and a context already done starts no sync.
+func TestWaitDurableLeaderCancelled(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	opts := Options{}
+	opts.datasync = func(f *os.File) error {
+		calls.Add(1)
+		<-release
+		return nil
+	}
+	l := mustOpen(t, t.TempDir(), opts)
+	defer func() {
+		close(release)
+		l.Close()
+	}()
+	if _, err := l.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.WaitDurable(done, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("WaitDurable with a done context: %v, want context.Canceled", err)
+	}
+	if calls.Load() != 0 {
+		t.Fatalf("a done context started %d syncs", calls.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- l.WaitDurable(ctx, 0) }()
+	for calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("WaitDurable cancelled behind its own hung sync: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WaitDurable did not return when its context was cancelled while its own sync hung")
+	}
+}

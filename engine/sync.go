@@ -124,10 +124,34 @@ func (st *syncState) wait(l *Log, target uint64, ctx context.Context, all bool) 
 			st.mu.Unlock()
 			return nil
 		}
+		if ctx != nil && ctx.Err() != nil {
+			// A done context changes nothing: no sync is started for it.
+			st.mu.Unlock()
+			return ctx.Err()
+		}
 		if !st.running {
 			st.running = true
 			st.done = make(chan struct{})
 			st.mu.Unlock()
+			if ctx != nil {
+				// The sync runs for every waiter, whatever becomes of this
+				// one's context: it is run beside it, so that a cancel
+				// returns at once even while an fdatasync hangs.
+				res := make(chan error, 1)
+				go func() {
+					runtime.Gosched()
+					res <- st.run(l)
+				}()
+				select {
+				case err := <-res:
+					if err != nil {
+						return err // ErrClosed: the log was closed under the sync
+					}
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			// Let appenders that are ready to run put their records in
 			// first, so that this sync covers them too: the group grows
 			// at the cost of one scheduler pass, and a lone appender
