@@ -66,7 +66,7 @@ bench-peers:
 # inputs are minimized for at most FUZZMINIMIZETIME, 10 s (go test's default
 # of 60 s leaves a slow target little time to explore).
 FUZZ_TARGETS := FuzzRecordDecode FuzzRecordRoundTrip FuzzOpenActiveSegment FuzzIndexFiles \
-	FuzzWarmSearch FuzzSparseIndex FuzzQueueOps
+	FuzzWarmSearch FuzzSparseIndex FuzzQueueOps FuzzFollowTorn
 FUZZMINIMIZETIME ?= 10s
 FUZZ_TMPDIR ?= $(shell test -d /dev/shm -a -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp})
 

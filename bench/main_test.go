@@ -17,6 +17,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(writerEnv); dir != "" {
 		os.Exit(runWriter(dir))
 	}
+	if role := os.Getenv(streamEnv); role != "" {
+		os.Exit(runStreamChild(role))
+	}
 	dir, err := os.MkdirTemp(os.Getenv("PAGELOG_BENCH_DIR"), "pagelog-bench-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -38,6 +38,7 @@ func (l *Log) AppendWith(body []byte, attrs *Attrs) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	l.wakeWaiters()
 	if l.opts.Sync == SyncAlways {
 		if err := l.sync.waitFor(l, off+1, nil); err != nil {
 			return 0, err
@@ -67,6 +68,7 @@ func (l *Log) appendLocked(size int, attrs *Attrs, body []byte) (uint64, error) 
 	l.appends++
 	l.appendedBytes += uint64(size)
 	l.next.Store(off + 1)
+	l.published()
 	end := s.End()
 	l.pre.wrote(end)
 	l.rolls.wrote(end)
@@ -104,6 +106,7 @@ func (l *Log) appendManyLocked(attrs []*Attrs, bodies [][]byte, sizes []int, fro
 	l.appends += uint64(k)
 	if k > 0 {
 		l.next.Store(s.Next())
+		l.published()
 		end := s.End()
 		l.pre.wrote(end)
 		l.rolls.wrote(end)
@@ -164,6 +167,9 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 		n += k
 	}
 	l.mu.Unlock()
+	if n > 0 {
+		l.wakeWaiters()
+	}
 	if err != nil || n == 0 {
 		return first, n, err
 	}

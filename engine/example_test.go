@@ -117,7 +117,8 @@ func ExampleLog_AppendWith() {
 	// {"order":4127} group=customer-17 receives=2
 }
 
-// A read-only view beside the writer sees the records whole when it opened.
+// A read-only log beside the writer sees the records whole when it opened,
+// then follows the writer: Next, Read, Records and Wait see what it appends.
 func ExampleOpenReadOnly() {
 	dir, err := os.MkdirTemp("", "pagelog-example")
 	if err != nil {
@@ -143,6 +144,6 @@ func ExampleOpenReadOnly() {
 	fmt.Println("reader next:", ro.Next(), "writer next:", w.Next())
 	fmt.Println(err)
 	// Output:
-	// reader next: 2 writer next: 3
+	// reader next: 3 writer next: 3
 	// pagelog: log is read-only
 }

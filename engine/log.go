@@ -45,6 +45,14 @@ type Log struct {
 
 	recovery Recovery
 	views    map[*segment.Segment]segment.Recovery // what opening each view found (during a read-only open)
+
+	// Streams (wait.go, notify.go, view.go): in-process waiters, the
+	// writer's log.notify, a read-only log's following of the writer.
+	waits  waitState
+	notify *notifier
+	fol    *follower
+
+	wakeSleepers atomic.Bool // a reader of another process sleeps on log.notify
 }
 
 // SegmentRecovery tells what opening one segment found and did.
@@ -88,6 +96,7 @@ func (l *Log) Close() error {
 	}
 	l.closed.Store(true)
 	l.mu.Unlock()
+	l.waits.broadcast()
 	close(l.stop)
 	l.bg.Wait()
 	var errs []error
@@ -103,6 +112,12 @@ func (l *Log) Close() error {
 	} else if !l.readOnly && l.active != nil {
 		m := cleanMarker{Base: l.active.Base(), State: l.active.CleanState()}
 		errs = append(errs, replaceFile(l.dir, cleanName, m.encode(), l.opts.FileMode))
+	}
+	if l.notify != nil {
+		l.notify.close()
+	}
+	if l.fol != nil {
+		l.closeFollowing()
 	}
 	errs = append(errs, l.closeSegments())
 	if l.lockFile != nil {
@@ -124,8 +139,12 @@ func (l *Log) closeSegments() error {
 // MaxRecordBytes returns the largest body Append accepts.
 func (l *Log) MaxRecordBytes() int { return l.maxBody }
 
-// Next returns the offset the next appended record will get.
-func (l *Log) Next() uint64 { return l.next.Load() }
+// Next returns the offset the next appended record will get. On a log
+// opened read-only it first looks for records the writer appended since.
+func (l *Log) Next() uint64 {
+	l.refresh()
+	return l.next.Load()
+}
 
 // First returns the offset of the oldest record the log holds (equal to
 // Next when the log is empty).

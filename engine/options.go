@@ -103,6 +103,13 @@ type Options struct {
 	RetentionBytes int64
 	RetentionAge   time.Duration
 
+	// WaitSpin is how long Wait looks for the record without sleeping
+	// before it blocks: the lowest latency between an append and a reader
+	// that waits for it (in this process or, on a log opened read-only,
+	// in another), for a core kept busy meanwhile. Zero blocks at once;
+	// negative spins until the record comes or the context ends.
+	WaitSpin time.Duration
+
 	// MaxMappedSegments bounds the sealed segments kept mapped at once
 	// (default 128): sealed segments are mapped when first read, not at
 	// Open, and the least recently used one that no reader holds is

@@ -90,6 +90,9 @@ func (l *Log) acquire(offset uint64) (*segment.Segment, error) {
 			return nil, ErrClosed
 		}
 		next := l.next.Load()
+		if offset >= next && l.fol != nil {
+			next = l.Next() // a follower looks for it first
+		}
 		segs := *l.segs.Load()
 		if offset >= next || len(segs) == 0 || offset < segs[0].Base() {
 			return nil, l.notFound(offset, segs, next)
@@ -147,7 +150,7 @@ func floorSegment(segs []*segment.Segment, offset uint64) *segment.Segment {
 func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		cuts := l.cuts.Load()
-		for from < l.next.Load() {
+		for from < l.Next() {
 			if first := l.First(); from < first {
 				if lost := max(from, l.meta.FirstOffset); lost < first {
 					err := fmt.Errorf("%w: offsets [%d, %d) dropped before they were read: %d records lost",

@@ -385,6 +385,7 @@ func (p *prefaulter) wrote(end int64) {
 
 // startBackground starts the prefaulter and, for SyncInterval, the syncer.
 func (l *Log) startBackground() {
+	l.startStreams()
 	if l.readOnly {
 		return
 	}

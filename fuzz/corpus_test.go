@@ -29,6 +29,7 @@ var seedCorpora = map[string]func(testing.TB) []seed{
 	"FuzzWarmSearch":        warmSearchSeeds,
 	"FuzzSparseIndex":       sparseIndexSeeds,
 	"FuzzQueueOps":          queueOpsSeeds,
+	"FuzzFollowTorn":        followTornSeeds,
 }
 
 // TestSeedCorpus checks that testdata/fuzz holds the generated seeds, as

@@ -33,6 +33,8 @@ func init() {
 		{"append", "append stdin lines as records and print their offsets", runAppend},
 		{"read", "write one record's body to stdout", runRead},
 		{"dump", "list every record with its place on disk", runDump},
+		{"tail", "print records as they are appended (--follow), from an offset or a cursor", runTail},
+		{"cursors", "list a log's cursors: position, lag", runCursors},
 		{"verify", "check every record and index; exit 1 on damage", runVerify},
 		{"recover", "cut a torn tail, rewrite damaged indexes; --truncate-at-damage cuts damage", runRecover},
 		{"queue", "a work queue in a directory: send, receive, delete, stats, dead, redrive", runQueue},

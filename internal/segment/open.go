@@ -58,13 +58,17 @@ func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error
 	st, err := f.Stat()
 	if err == nil {
 		s.fileID = fileIdentity(st)
-		s.ro, err = s.mapReaders(f, int(st.Size()))
+		// Mapped at the segment's full size, past the file's end: a
+		// follower publishes records the writer appends later without
+		// mapping again (see Follower); no byte past the end of the
+		// verified records is ever read through the mapping.
+		s.ro, err = s.mapReaders(f, int(max(st.Size(), cfg.capacity())))
 	}
 	if err != nil {
 		s.finish()
 		return nil, rep, fmt.Errorf("segment: open: %w", err)
 	}
-	size := int64(len(s.ro))
+	size := st.Size() // what the walk may read: the file, not the mapping
 	x := s.copyIndex()
 	s.idx.Store(x)
 	src := newFileSource(f)

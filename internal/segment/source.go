@@ -50,6 +50,11 @@ type fileSource struct {
 	n     int   // valid bytes in buf
 	eof   int64 // file size seen at the last short read (-1: not seen)
 	err   error // the first read error other than EOF
+
+	// window, when set, is the size of the next read: it doubles with
+	// every read up to fileWindow (a follower reads one small record
+	// cheaply, and a long walk still in large reads).
+	window int
 }
 
 // fileWindow is how much a fileSource reads at a time.
@@ -67,6 +72,10 @@ func (s *fileSource) at(pos int64, n int) []byte {
 		return s.buf[pos-s.start : pos-s.start+int64(n)]
 	}
 	want := max(n, fileWindow)
+	if s.window > 0 {
+		want = max(n, s.window)
+		s.window = min(2*s.window, fileWindow)
+	}
 	if cap(s.buf) < want {
 		s.buf = make([]byte, want)
 	}

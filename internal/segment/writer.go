@@ -476,33 +476,44 @@ func (s *Segment) addEntry(x *index, id uint64, pos int64) {
 // goroutine and works in small chunks, so that Seal never waits long for it;
 // it skips whatever the writer has already passed.
 func (s *Segment) Prefault(ahead int64) {
+	for s.prefaultChunk(ahead) {
+	}
+}
+
+// prefaultChunk takes the faults of the next chunk; it reports whether
+// there is more to do. The read-only mapping is touched too (so that
+// readers of this process fault no more than the writer), with a
+// reference held (Close may run meanwhile: the last reference unmaps) and
+// under popMu (Seal trims the file under it).
+func (s *Segment) prefaultChunk(ahead int64) bool {
 	const chunk = 64 << 10
 	page := int64(mmapfile.PageSize)
-	for {
-		s.popMu.Lock()
-		w := s.w
-		if w == nil || s.rw == nil {
-			s.popMu.Unlock()
-			return
-		}
-		end := s.end.Load()
-		target := min(end+ahead, w.capacity)
-		from := max(w.populated, end&^(page-1))
-		if from >= target {
-			s.popMu.Unlock()
-			return
-		}
-		n := min(chunk, target-from)
-		if s.grow(from+n) != nil {
-			// A full disk: the writer meets the error when it gets
-			// there, and the next kick tries again.
-			s.popMu.Unlock()
-			return
-		}
-		_ = mmapfile.Populate(s.rw, int(from), int(n))
-		w.populated = from + n
-		s.popMu.Unlock()
+	if !s.Acquire() {
+		return false
 	}
+	defer s.Release() // after popMu is let go: the last one unmaps under it
+	s.popMu.Lock()
+	defer s.popMu.Unlock()
+	w := s.w
+	if w == nil || s.rw == nil {
+		return false
+	}
+	end := s.end.Load()
+	target := min(end+ahead, w.capacity)
+	from := max(w.populated, end&^(page-1))
+	if from >= target {
+		return false
+	}
+	n := min(chunk, target-from)
+	if s.grow(from+n) != nil {
+		// A full disk: the writer meets the error when it gets
+		// there, and the next kick tries again.
+		return false
+	}
+	_ = mmapfile.Populate(s.rw, int(from), int(n))
+	touchPages(s.ro, from, n)
+	w.populated = from + n
+	return true
 }
 
 // Populated returns how many bytes of the active mapping have been
