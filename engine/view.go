@@ -424,6 +424,9 @@ func (l *Log) refreshSlow() error {
 		if _, err := f.fw.Poll(maxOffset); err != nil {
 			return err
 		}
+		if f.fw.Replaced() {
+			return l.newestGone(newest)
+		}
 		if f.fw.Outgrown() {
 			if err := l.reopenNewest(newest); err != nil {
 				return err
@@ -437,9 +440,6 @@ func (l *Log) refreshSlow() error {
 		if s != nil {
 			l.publish(append(segs, s))
 			continue
-		}
-		if f.fw.Replaced() {
-			return l.resync()
 		}
 		break
 	}
@@ -471,34 +471,69 @@ func (l *Log) successor(newest *segment.Segment, now time.Time) (*segment.Segmen
 		return nil, nil
 	}
 	f.lastList = now
-	bases, err := listSegments(l.dir)
+	base, ok, err := l.nextBase(newest.Base())
+	if err != nil || !ok {
+		return nil, err
+	}
+	// The writer has left the newest view's segment: what it appended
+	// there since the last look is read first.
+	if _, err := f.fw.Poll(base); err != nil || f.fw.Replaced() {
+		return nil, err // gone meanwhile: the next look sees it
+	}
+	if newest.Next() > newest.Base() && newest.Next() < base {
+		// A segment named after its last record, made after the listing
+		// looked (a listing can miss a file created while it runs).
+		if _, err := os.Stat(filepath.Join(l.dir, segment.Name(newest.Next(), segment.LogSuffix))); err == nil {
+			return nil, nil // the next look opens it by name
+		}
+	}
+	if base < newest.Next() {
+		return nil, nil // not a successor: a changed log (resync finds out)
+	}
+	s, _, err := segment.OpenView(l.cfg, base, maxOffset, segment.Hint{})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	i, found := slices.BinarySearch(bases, newest.Base()+1)
-	if found || i < len(bases) {
-		base := bases[i]
-		if base < newest.Next() {
-			return nil, nil // not a successor: a changed log (resync finds out)
+	// Offsets from the newest view's end to the new base are missing: the
+	// writer skipped them (SkipTo, or lost offsets at a restart).
+	newest.MissingUpTo(base)
+	return s, nil
+}
+
+// nextBase returns the lowest base above after among the segment files, as
+// a second listing sees them: a file created while the first one ran may
+// be missing from it, not from one that starts after it.
+func (l *Log) nextBase(after uint64) (uint64, bool, error) {
+	var bases []uint64
+	for range 2 {
+		var err error
+		if bases, err = listSegments(l.dir); err != nil {
+			return 0, false, err
 		}
-		s, _, err := segment.OpenView(l.cfg, base, maxOffset, segment.Hint{})
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
+		if i, _ := slices.BinarySearch(bases, after+1); i == len(bases) {
+			return 0, false, nil
 		}
-		if err != nil {
-			return nil, err
-		}
-		// The writer has left the newest view's segment: what it appended
-		// there since the last look is read first; offsets from its end
-		// to the new base are missing (SkipTo).
-		if _, err := f.fw.Poll(base); err != nil {
-			_ = s.Close()
-			return nil, err
-		}
-		newest.MissingUpTo(base)
-		return s, nil
 	}
-	return nil, nil
+	i, _ := slices.BinarySearch(bases, after+1)
+	return bases[i], true, nil
+}
+
+// newestGone handles a newest view whose file is no longer at its path.
+// Replaced by another file of the same name: a cut of the tail (or a
+// writer that recovered the log), and the follower opens the log again.
+// Removed: the writer ran so far ahead that it dropped the segment (the
+// follower fell behind retention): a log that waits (a stream's reader)
+// opens the log again and goes on at what is left, its readers getting
+// ErrTrimmed for what was dropped; one that only reads keeps what it has
+// and stops following, so that every offset it served stays readable.
+func (l *Log) newestGone(newest *segment.Segment) error {
+	if _, err := os.Stat(newest.Path()); errors.Is(err, fs.ErrNotExist) && !l.fol.waited.Load() {
+		return nil
+	}
+	return l.resync()
 }
 
 // reopenNewest opens the newest view again, mapped at its file's size now:
