@@ -88,64 +88,18 @@ func BenchmarkAppendTail(b *testing.B) {
 	})
 	b.Run("path=pwrite-record", func(b *testing.B) {
 		rec := make([]byte, tailRecord+16)
-		n := tailTotal / len(rec)
-		lat := make(latencies, 0, n*b.N)
-		var wall time.Duration
-		for range b.N {
-			b.StopTimer()
-			warmPageCache(b)
-			f, err := os.Create(filepath.Join(scratch, "tail-pwrite"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			start := time.Now()
-			for i := 0; i < n; i++ {
-				t := time.Now()
-				putRecord(rec, uint64(i))
-				if _, err := f.WriteAt(rec, int64(i)*int64(len(rec))); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t))
-			}
-			wall += time.Since(start)
-			b.StopTimer()
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-			b.StartTimer()
-		}
-		b.SetBytes(int64(n * len(rec)))
-		tailStats(b, lat, int64(n*len(rec))*int64(b.N), wall)
+		writeTail(b, "tail-pwrite", len(rec), func(f *os.File, i int) error {
+			putRecord(rec, uint64(i))
+			_, err := f.WriteAt(rec, int64(i)*int64(len(rec)))
+			return err
+		})
 	})
 	b.Run("path=pwrite-1MiB", func(b *testing.B) {
 		chunk := make([]byte, 1<<20)
-		n := tailTotal / len(chunk)
-		lat := make(latencies, 0, n*b.N)
-		var wall time.Duration
-		for range b.N {
-			b.StopTimer()
-			warmPageCache(b)
-			f, err := os.Create(filepath.Join(scratch, "tail-bulk"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
-			start := time.Now()
-			for i := 0; i < n; i++ {
-				t := time.Now()
-				if _, err := f.WriteAt(chunk, int64(i)*int64(len(chunk))); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t))
-			}
-			wall += time.Since(start)
-			b.StopTimer()
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-			b.StartTimer()
-		}
-		b.SetBytes(tailTotal)
-		tailStats(b, lat, int64(tailTotal)*int64(b.N), wall)
+		writeTail(b, "tail-bulk", len(chunk), func(f *os.File, i int) error {
+			_, err := f.WriteAt(chunk, int64(i)*int64(len(chunk)))
+			return err
+		})
 	})
 	b.Run("path=copy-crc", func(b *testing.B) {
 		const ring = 64 << 20
@@ -199,6 +153,39 @@ func warmPageCache(b *testing.B) {
 	}
 	_ = f.Close()
 	_ = os.Remove(path)
+}
+
+// writeTail times tailTotal bytes of writes of size bytes each (write(f, i)
+// writes the i-th) into a fresh file named name, once per iteration, and
+// reports the tail of the per-write latencies.
+func writeTail(b *testing.B, name string, size int, write func(f *os.File, i int) error) {
+	n := tailTotal / size
+	lat := make(latencies, 0, n*b.N)
+	var wall time.Duration
+	for range b.N {
+		b.StopTimer()
+		warmPageCache(b)
+		f, err := os.Create(filepath.Join(scratch, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			t := time.Now()
+			if err := write(f, i); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(t))
+		}
+		wall += time.Since(start)
+		b.StopTimer()
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		b.StartTimer()
+	}
+	b.SetBytes(int64(n * size))
+	tailStats(b, lat, int64(n*size)*int64(b.N), wall)
 }
 
 // putRecord lays a record's header over rec (length, checksum, id) around
