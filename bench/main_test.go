@@ -87,7 +87,10 @@ func fill(body []byte, off uint64) {
 // product).
 type latencies []time.Duration
 
-func (l latencies) report(b *testing.B) {
+func (l latencies) report(b *testing.B) { l.reportAs(b, "") }
+
+// reportAs reports the percentiles with their units prefixed by prefix.
+func (l latencies) reportAs(b *testing.B, prefix string) {
 	if len(l) == 0 {
 		return
 	}
@@ -96,11 +99,11 @@ func (l latencies) report(b *testing.B) {
 	at := func(q float64) float64 {
 		return float64(s[min(len(s)-1, int(float64(len(s))*q))].Nanoseconds())
 	}
-	b.ReportMetric(at(0.50), "p50-ns")
-	b.ReportMetric(at(0.99), "p99-ns")
-	b.ReportMetric(at(0.999), "p99.9-ns")
-	b.ReportMetric(at(0.9999), "p99.99-ns")
-	b.ReportMetric(float64(s[len(s)-1].Nanoseconds()), "max-ns")
+	b.ReportMetric(at(0.50), prefix+"p50-ns")
+	b.ReportMetric(at(0.99), prefix+"p99-ns")
+	b.ReportMetric(at(0.999), prefix+"p99.9-ns")
+	b.ReportMetric(at(0.9999), prefix+"p99.99-ns")
+	b.ReportMetric(float64(s[len(s)-1].Nanoseconds()), prefix+"max-ns")
 }
 
 func sizeName(n int) string {

@@ -46,6 +46,22 @@ func (r Record) Attrs() (Attrs, error) {
 	return record.ParseSection(r.section)
 }
 
+// Segment returns the base offset of the segment that holds the record
+// (the number in its file's name), and false for a Record already released
+// or never read. Two records of one log with the same Segment share one
+// mapping: holding either keeps both bodies valid.
+func (r Record) Segment() (uint64, bool) {
+	h := r.hold
+	if h == nil || h.gen.Load() != r.gen {
+		return 0, false
+	}
+	s := h.seg.Load()
+	if s == nil {
+		return 0, false
+	}
+	return s.Base(), true
+}
+
 // Release gives the record's segment reference back. Call it once for
 // every Record returned by Read; a second Release, of the Record or of a
 // copy of it, does nothing. Records yielded by Records need no Release

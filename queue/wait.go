@@ -149,27 +149,47 @@ func (q *Queue) now() int64 { return int64(q.clock.Now().Sub(q.epoch)) }
 // wallTime turns a time of the queue's into a time.Time.
 func (q *Queue) wallTime(t int64) time.Time { return q.epoch.Add(time.Duration(t)) }
 
-// pins keep the records of handed-out bodies (and so their segments'
-// mappings) until each hand-out's deadline. Guarded by Queue.mu.
+// pins keep the segments of handed-out bodies mapped until each hand-out's
+// deadline, whatever happens to the message meanwhile (a late Delete by
+// another receiver included). One pin per segment, not per hand-out: the
+// first hand-out from a segment keeps its record, and later ones only move
+// that pin's deadline on (a heap keyed by deadline, found by segment), so
+// a queue handing out millions of messages per Visibility holds a few
+// entries, not millions. Guarded by Queue.mu. The queue's log only drops
+// segments from the front, so a base offset names one segment for good.
 type pins struct {
-	h []pinned // a min-heap by deadline
+	h     []pinned // a min-heap by deadline
+	bySeg map[uint64]int
 }
 
 type pinned struct {
 	deadline int64
+	seg      uint64
 	rec      engine.Record
 }
 
+// push keeps r's segment until deadline at least. r is kept, or released
+// at once when its segment is pinned already.
 func (p *pins) push(deadline int64, r engine.Record) {
-	p.h = append(p.h, pinned{deadline, r})
-	for i := len(p.h) - 1; i > 0; {
-		up := (i - 1) / 2
-		if p.h[up].deadline <= p.h[i].deadline {
-			break
-		}
-		p.h[up], p.h[i] = p.h[i], p.h[up]
-		i = up
+	seg, ok := r.Segment()
+	if !ok {
+		return
 	}
+	if k, ok := p.bySeg[seg]; ok {
+		r.Release()
+		if deadline > p.h[k].deadline {
+			p.h[k].deadline = deadline
+			p.down(k)
+		}
+		return
+	}
+	if p.bySeg == nil {
+		p.bySeg = map[uint64]int{}
+	}
+	p.h = append(p.h, pinned{deadline, seg, r})
+	k := len(p.h) - 1
+	p.bySeg[seg] = k
+	p.up(k)
 }
 
 // next returns the earliest deadline, ok false when nothing is pinned.
@@ -180,44 +200,57 @@ func (p *pins) next() (int64, bool) {
 	return p.h[0].deadline, true
 }
 
-// releaseUntil releases the records whose deadline is at or before now.
+// releaseUntil releases the segments whose deadline is at or before now.
 func (p *pins) releaseUntil(now int64) {
 	for len(p.h) > 0 && p.h[0].deadline <= now {
-		r := p.pop()
-		r.Release()
+		top := p.h[0]
+		last := len(p.h) - 1
+		p.swap(0, last)
+		p.h[last] = pinned{}
+		p.h = p.h[:last]
+		delete(p.bySeg, top.seg)
+		p.down(0)
+		top.rec.Release()
 	}
 }
 
-// releaseAll releases every record (Close).
+// releaseAll releases every segment (Close).
 func (p *pins) releaseAll() {
 	for _, x := range p.h {
 		x.rec.Release()
 	}
-	p.h = nil
+	p.h, p.bySeg = nil, nil
 }
 
-func (p *pins) pop() engine.Record {
-	top := p.h[0].rec
-	last := len(p.h) - 1
-	p.h[0] = p.h[last]
-	p.h[last] = pinned{}
-	p.h = p.h[:last]
-	for i := 0; ; {
+func (p *pins) swap(i, j int) {
+	p.h[i], p.h[j] = p.h[j], p.h[i]
+	p.bySeg[p.h[i].seg], p.bySeg[p.h[j].seg] = i, j
+}
+
+func (p *pins) up(i int) {
+	for i > 0 {
+		up := (i - 1) / 2
+		if p.h[up].deadline <= p.h[i].deadline {
+			return
+		}
+		p.swap(up, i)
+		i = up
+	}
+}
+
+func (p *pins) down(i int) {
+	for {
 		c := 2*i + 1
 		if c >= len(p.h) {
-			break
+			return
 		}
 		if c+1 < len(p.h) && p.h[c+1].deadline < p.h[c].deadline {
 			c++
 		}
 		if p.h[i].deadline <= p.h[c].deadline {
-			break
+			return
 		}
-		p.h[i], p.h[c] = p.h[c], p.h[i]
+		p.swap(i, c)
 		i = c
 	}
-	if len(p.h) == 0 && cap(p.h) > 4096 {
-		p.h = nil // let the backing array of a burst go
-	}
-	return top
 }

@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
+)
+
+// The queue's steady state: 4 GiB of 1 KiB messages through a queue whose
+// log has 64 MiB segments, under SyncNone. One goroutine sends; once
+// steadyDepth messages wait it also receives and deletes one message per
+// send, so the head follows the end and the queue's checkpoints drop the
+// segments behind it while the run goes on. Every send, and every receive
+// with its delete, is timed. Run with -benchtime 1x:
+//
+//	go test -run '^$' -bench QueueSteady -benchtime 1x -count 3 ./bench/
+//
+// The rate counts the bodies sent; compare it with path=pwrite-record of
+// BenchmarkAppendTail in the same run.
+const (
+	steadyTotal = 4 << 30
+	steadyDepth = 4096
+)
+
+func BenchmarkQueueSteady(b *testing.B) {
+	body := make([]byte, tailRecord)
+	n := steadyTotal / tailRecord
+	sends := make(latencies, 0, n*b.N)
+	takes := make(latencies, 0, n*b.N)
+	var wall time.Duration
+	var vm vmDelta
+	defer vm.report(b)
+	var maxSegs int
+	for range b.N {
+		b.StopTimer()
+		warmPageCache(b)
+		dir, err := os.MkdirTemp(scratch, "steady-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		q, err := queue.Open(dir, queue.Options{
+			Log:                engine.Options{SegmentBytes: 64 << 20},
+			CheckpointInterval: 100 * time.Millisecond,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		before := readVMStat()
+		b.StartTimer()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			t := time.Now()
+			if _, err := q.Send(body); err != nil {
+				b.Fatal(err)
+			}
+			sends = append(sends, time.Since(t))
+			if i < steadyDepth {
+				continue
+			}
+			t = time.Now()
+			m, ok, err := q.TryReceive()
+			if err != nil || !ok {
+				b.Fatalf("receive at send %d: ok %v, %v", i, ok, err)
+			}
+			if err := q.Delete(m.Offset); err != nil {
+				b.Fatal(err)
+			}
+			takes = append(takes, time.Since(t))
+			if i%(1<<16) == 0 {
+				maxSegs = max(maxSegs, countSegments(b, dir))
+			}
+		}
+		wall += time.Since(start)
+		b.StopTimer()
+		vm.add(before, readVMStat())
+		_ = q.Close()
+		_ = os.RemoveAll(dir)
+		b.StartTimer()
+	}
+	b.SetBytes(int64(n) * tailRecord)
+	tailStats(b, sends, int64(n)*tailRecord*int64(b.N), wall)
+	takes.reportAs(b, "take-")
+	b.ReportMetric(float64(maxSegs), "max-segments")
+}
+
+// countSegments counts the message log's segment files in dir.
+func countSegments(b *testing.B, dir string) int {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			n++
+		}
+	}
+	return n
+}
