@@ -1,0 +1,186 @@
+// Command pagelog-raft runs one node of a replicated pagelog queue: raft
+// (hashicorp/raft over its TCP transport) on a raftstore, the queue's
+// operations as raft commands (package rqueue), and an HTTP API to send,
+// receive and delete. `pagelog serve --raft FLAGS` runs it with FLAGS.
+//
+//	pagelog-raft --id n1 --dir /var/lib/q/n1 --http 127.0.0.1:8001 \
+//	    --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+//
+// Every node is started with the same --peers; a node with no raft state
+// yet bootstraps the cluster with them (raft allows every node to do so
+// with the same configuration). The routes are those of rqueue's
+// Node.Handler.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/pagelog/pagelog/queue"
+	"github.com/pagelog/pagelog/raftstore/rqueue"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: pagelog serve --raft --id ID --dir D --peers ID=HOST:PORT,... [--http ADDR] [flags]
+       (or pagelog-raft with the same flags)
+
+Runs one node of a replicated queue: raft over TCP between the nodes named
+in --peers (the same list on every node), the node's files in D (raft's
+log and vote, snapshots, the local queue), and an HTTP API on --http:
+
+  POST /send        {"body":"text"} or {"body64":"..."}, optional "delay", "group";
+                    or {"messages":[...]}                  -> {"ids":[...]}
+  POST /receive     ?wait=5s  (leader only)                -> {"id","body","receives","deadline"} or 204
+  POST /delete      {"ids":[...]}                          -> {"deleted":N}
+  POST /visibility  {"id":N,"timeout":"30s"}               -> {}
+  GET  /status, GET /digest
+
+A follower redirects (307) the first four to the leader once it is known.
+Sends and deletes return once committed by a majority; in-flight deadlines
+live on the leader only: when it fails, its messages in flight are handed
+out again by the next one (at-least-once).
+
+flags:
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("pagelog serve --raft", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
+	id := fs.String("id", "", "this node's `id` (one of --peers)")
+	dir := fs.String("dir", "", "this node's `directory`")
+	peers := fs.String("peers", "", "every node as `ID=HOST:PORT` (raft's address), comma-separated")
+	raftAddr := fs.String("raft-addr", "", "raft's `host:port` for this node (default: its address in --peers)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP API `address`")
+	vis := fs.Duration("visibility", queue.DefaultVisibility, "how long a received message stays hidden")
+	maxBody := fs.Int("max-body", 1<<20, "largest message body in `bytes`")
+	snapThreshold := fs.Uint64("snapshot-threshold", 8192, "raft entries between snapshots")
+	trailing := fs.Uint64("trailing-logs", 10240, "raft entries kept after a snapshot")
+	logLevel := fs.String("log-level", "info", "raft's log level: trace, debug, info, warn, error, off")
+	noSync := fs.Bool("no-sync", false, "no fsync of raft's log (tests only: a power loss may lose acknowledged messages)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "pagelog serve --raft: "+format+"\n", a...)
+		fs.Usage()
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return bad("unexpected argument %q", fs.Arg(0))
+	case *id == "" || *dir == "" || *peers == "":
+		return bad("--id, --dir and --peers are required")
+	case *maxBody <= 0 || *maxBody > 64<<20:
+		return bad("--max-body %d outside [1, %d]", *maxBody, 64<<20)
+	case *vis <= 0 || *vis > queue.MaxVisibility:
+		return bad("--visibility %v outside (0, %v]", *vis, queue.MaxVisibility)
+	}
+	servers, err := parsePeers(*peers)
+	if err != nil {
+		return bad("--peers: %v", err)
+	}
+	var self *raft.Server
+	for i := range servers {
+		if string(servers[i].ID) == *id {
+			self = &servers[i]
+		}
+	}
+	if self == nil {
+		return bad("--id %s is not in --peers", *id)
+	}
+	if *raftAddr == "" {
+		*raftAddr = string(self.Address)
+	}
+	level := hclog.LevelFromString(*logLevel)
+	if level == hclog.NoLevel {
+		return bad("--log-level %q", *logLevel)
+	}
+
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "pagelog serve --raft: %v\n", err)
+		return 1
+	}
+	qo := queue.Options{Visibility: *vis}
+	qo.Log.MaxRecordBytes = *maxBody
+	node, err := rqueue.Start(rqueue.Config{
+		ID: *id, Dir: *dir, RaftAddr: *raftAddr, HTTPAddr: ln.Addr().String(),
+		Peers: servers, Bootstrap: true, Queue: qo, NoSync: *noSync, LogOutput: stderr,
+		Raft: func(c *raft.Config) {
+			c.SnapshotThreshold = *snapThreshold
+			c.TrailingLogs = *trailing
+			c.LogOutput = nil
+			c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft-" + *id, Level: level, Output: stderr})
+		},
+	})
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "pagelog serve --raft: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "node %s: raft %s, http://%s (dir %s)\n", *id, *raftAddr, ln.Addr(), *dir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	code := 0
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		fmt.Fprintf(stderr, "pagelog serve --raft: http: %v\n", err)
+		code = 1
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := node.Close(); err != nil {
+		fmt.Fprintf(stderr, "pagelog serve --raft: close: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+// parsePeers parses ID=HOST:PORT,... into raft servers.
+func parsePeers(s string) ([]raft.Server, error) {
+	var out []raft.Server
+	seen := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("%q: want ID=HOST:PORT", p)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %v", p, err)
+		}
+		if seen[id] || seen[addr] {
+			return nil, fmt.Errorf("%q: id or address given twice", p)
+		}
+		seen[id], seen[addr] = true, true
+		out = append(out, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id), Address: raft.ServerAddress(addr)})
+	}
+	return out, nil
+}
