@@ -10,6 +10,12 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/pagelog
 
+# One node of a replicated queue, which `bin/pagelog serve --raft` runs: it is
+# built from the raftstore module (hashicorp/raft stays out of go.mod).
+.PHONY: raft
+raft:
+	$(GO) build -C raftstore -o $(CURDIR)/bin/pagelog-raft ./cmd/pagelog-raft
+
 # The main job: append, read back, reopen and verify a log of 1,000,000
 # messages of 1 KiB, and print the figures.
 run: build

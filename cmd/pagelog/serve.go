@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -27,7 +28,10 @@ import (
 // (a test there parses this output and compares), plus the figures only the
 // files give: disk bytes and lost messages.
 
-func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if rest, ok := raftArgs(args); ok {
+		return serveRaft(rest, stdin, stdout, stderr)
+	}
 	fs := newFlags("serve", "--dir D [--listen ADDR] [--name N]",
 		"Serves the figures of the log or queue in D as Prometheus metrics on\n"+
 			"http://ADDR/metrics, read from D's files at each scrape beside the process\n"+
@@ -39,10 +43,13 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"pagelog_queue_dead_letters and pagelog_queue_lost_messages (label queue=N).\n"+
 			"The counters that only the owning process knows (appends, reads, syncs,\n"+
 			"receives, redeliveries) and the in-flight split of the depth are exported\n"+
-			"by the metrics module's collectors registered in that process.", stderr)
+			"by the metrics module's collectors registered in that process.\n"+
+			"With --raft it runs one node of a replicated queue instead: the command\n"+
+			raftNodeCommand+" with the other flags (`pagelog serve --raft --help`).", stderr)
 	dir := fs.String("dir", "", "log or queue `directory`")
 	listen := fs.String("listen", ":8080", "`address` to listen on (host:port)")
 	name := fs.String("name", "", "value of the log and queue labels (default: D's base name)")
+	fs.Bool("raft", false, "run one node of a replicated queue ("+raftNodeCommand+"), passing it the other flags")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
@@ -75,6 +82,82 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return fail(stderr, "serve", err)
 	}
 	return 0
+}
+
+// raftNodeCommand is the command `pagelog serve --raft` runs: one node of
+// a replicated queue. It is built from the raftstore module
+// (raftstore/cmd/pagelog-raft), which has a go.mod of its own so that the
+// library never depends on hashicorp/raft.
+const raftNodeCommand = "pagelog-raft"
+
+// raftArgs reports whether args ask for --raft (before a "--"), and
+// returns them without it.
+func raftArgs(args []string) ([]string, bool) {
+	for i, a := range args {
+		switch a {
+		case "--":
+			return nil, false
+		case "--raft", "-raft", "--raft=true", "-raft=true":
+			return append(args[:i:i], args[i+1:]...), true
+		}
+	}
+	return nil, false
+}
+
+// findRaftNode returns the path of pagelog-raft: beside this executable,
+// else on PATH.
+func findRaftNode() (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), raftNodeCommand)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return exec.LookPath(raftNodeCommand)
+}
+
+// serveRaft runs pagelog-raft with args. From the command line (the
+// process's own stdin, stdout and stderr) it replaces this process with
+// it, so that signals and the exit status are the node's own; otherwise it
+// runs it as a child on the given streams, forwards SIGINT and SIGTERM to
+// it, and returns its exit status.
+func serveRaft(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	path, err := findRaftNode()
+	if err != nil {
+		fmt.Fprintf(stderr, "pagelog serve --raft: %s is neither beside this pagelog nor on PATH: build it in the source tree with "+
+			"`make raft` (bin/%s, beside bin/pagelog) or `go build -C raftstore -o DIR/%s ./cmd/%s`\n",
+			raftNodeCommand, raftNodeCommand, raftNodeCommand, raftNodeCommand)
+		return 1
+	}
+	if stdin == io.Reader(os.Stdin) && stdout == io.Writer(os.Stdout) && stderr == io.Writer(os.Stderr) {
+		err := syscall.Exec(path, append([]string{path}, args...), os.Environ())
+		return fail(stderr, "serve --raft", fmt.Errorf("exec %s: %w", path, err))
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		return fail(stderr, "serve --raft", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case err := <-done:
+			var ee *exec.ExitError
+			switch {
+			case err == nil:
+				return 0
+			case errors.As(err, &ee) && ee.ExitCode() >= 0:
+				return ee.ExitCode()
+			}
+			return fail(stderr, "serve --raft", fmt.Errorf("%s: %w", path, err))
+		}
+	}
 }
 
 // serveMetrics serves /metrics on ln until ctx is done, then waits up to
