@@ -28,6 +28,7 @@ const (
 func tailStats(b *testing.B, lat latencies, total int64, wall time.Duration) {
 	b.Helper()
 	lat.report(b)
+	saveLatencies(b, lat)
 	over := 0
 	for _, d := range lat {
 		if d > time.Millisecond {
