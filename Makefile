@@ -41,17 +41,24 @@ deps:
 	$(GO) test -count=1 -run TestImportGraph .
 
 # Benchmarks (run them on a quiet machine): the engine's own Go benchmarks
-# over -count=10, summarized by benchstat, then the peer comparison. Results
-# go to bench/results/.
+# over -count=10, summarized by benchstat, then the peer comparison, then the
+# latency chart (bench/results/latency.svg and latency.txt: every timed
+# append of the tail benchmarks' ten runs and of the peer comparison, by
+# percentile, from the histograms in bench/results/latency/). Results go to
+# bench/results/.
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 BENCHSTAT         := bin/benchstat
 PEERFLAGS         ?=
 
 bench: $(BENCHSTAT)
-	mkdir -p bench/results
-	$(GO) test -run '^$$' -bench . -benchmem -count=10 ./bench/ > bench/results/engine.txt
+	mkdir -p bench/results/latency
+	rm -f bench/results/latency/*.hist
+	PAGELOG_BENCH_LATENCY_DIR=$(CURDIR)/bench/results/latency \
+		$(GO) test -run '^$$' -bench . -benchmem -count=10 ./bench/ > bench/results/engine.txt
 	$(BENCHSTAT) bench/results/engine.txt > bench/results/engine-benchstat.txt
 	@$(MAKE) --no-print-directory bench-peers
+	$(GO) build -C bench/peers -o $(CURDIR)/bin/latchart ./cmd/latchart
+	./bin/latchart --dir bench/results/latency --out bench/results
 
 $(BENCHSTAT):
 	GOBIN=$(CURDIR)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)

@@ -68,6 +68,10 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "peerbench:", err)
 		return 1
 	}
+	if err := writeLatencies(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "peerbench:", err)
+		return 1
+	}
 	fmt.Print(rep.text())
 	fmt.Fprintf(os.Stderr, "peerbench: wrote %s, %s and %s\n",
 		filepath.Join(*out, "peers.json"), filepath.Join(*out, "peers.txt"), filepath.Join(*out, "peers.png"))
@@ -127,6 +131,7 @@ func bench(cfg config, works []workload, systems []system, scratch string) (*rep
 				continue
 			}
 			rep.Results = append(rep.Results, acc[s.name].result(s, w))
+			keepLatencies(cfg, w, s, acc[s.name])
 		}
 	}
 	prog.step("machine limits (second pass)", "", 0)

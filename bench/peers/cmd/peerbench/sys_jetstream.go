@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/pagelog/pagelog/bench/peers/internal/embnats"
 )
 
 func jetstreamSystem() system {
@@ -30,55 +29,17 @@ func jetstreamSystem() system {
 }
 
 // natsInstance is an embedded server and an in-process client.
-type natsInstance struct {
-	srv *server.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
-}
+type natsInstance struct{ *embnats.Instance }
 
 func startNATS(dir string, syncAlways bool) (*natsInstance, error) {
-	opts := &server.Options{
-		ServerName:         "peerbench",
-		Host:               "127.0.0.1",
-		Port:               server.RANDOM_PORT,
-		DontListen:         true,
-		NoLog:              true,
-		NoSigs:             true,
-		JetStream:          true,
-		StoreDir:           dir,
-		SyncAlways:         syncAlways,
-		JetStreamMaxMemory: 256 << 20,
-		JetStreamMaxStore:  64 << 30,
-	}
-	srv, err := server.NewServer(opts)
+	inst, err := embnats.Start(dir, syncAlways)
 	if err != nil {
 		return nil, err
 	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("nats-server not ready after 10 s")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv))
-	if err != nil {
-		srv.Shutdown()
-		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		srv.Shutdown()
-		return nil, err
-	}
-	return &natsInstance{srv: srv, nc: nc, js: js}, nil
+	return &natsInstance{inst}, nil
 }
 
-func (n *natsInstance) close() error {
-	n.nc.Close()
-	n.srv.Shutdown()
-	n.srv.WaitForShutdown()
-	return nil
-}
+func (n *natsInstance) close() error { return n.Close() }
 
 func openJetStream(w workload, dir string, n int) (*store, error) {
 	inst, err := startNATS(dir, w.Sync)
@@ -96,7 +57,7 @@ func openJetStream(w workload, dir string, n int) (*store, error) {
 func openJetStreamWork(inst *natsInstance, w workload, n int) (*store, error) {
 	ctx := context.Background()
 	body := makeBody(w.Size)
-	js := inst.js
+	js := inst.JS
 	cfg := jetstream.StreamConfig{
 		Name:        "BENCH",
 		Subjects:    []string{"bench"},
@@ -175,7 +136,7 @@ func openJetStreamQueue(inst *natsInstance, stream jetstream.Stream, body []byte
 	}
 	return &store{
 		do: func(int) error {
-			if _, err := inst.js.Publish(ctx, "bench", body); err != nil {
+			if _, err := inst.JS.Publish(ctx, "bench", body); err != nil {
 				return err
 			}
 			m, err := it.Next()
