@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,67 +216,84 @@ func openDiskqueueStream(dir string) (*streamPeer, error) {
 // the reader times each record from the clock in it to the moment it
 // holds it (after pagelog's checksum check), and checks it is the next.
 // append-ns is the writer's mean time in the append call, which includes
-// waking a reader that sleeps.
+// waking a reader that sleeps. While it waits for the reader the writer
+//
+//   - writer=busy: keeps its core (a writer that goes on working): a
+//     reader goroutine woken from sleep runs once the scheduler finds it
+//     a thread on the other core;
+//   - writer=yields: yields its core (runtime.Gosched), as a writer that
+//     blocks for its next request would: the woken reader can run there.
 func BenchmarkStreamVisibility(b *testing.B) {
 	for _, p := range streamPeers {
-		b.Run("reader="+p.name, func(b *testing.B) {
-			s, err := p.open(b.TempDir())
-			if err != nil {
-				b.Fatal(err)
+		for _, yields := range []bool{false, true} {
+			name := "reader=" + p.name + "/writer=busy"
+			if yields {
+				name = "reader=" + p.name + "/writer=yields"
 			}
-			defer func() {
-				if err := s.close(); err != nil {
-					b.Error(err)
-				}
-			}()
-			lat := make(latencies, 0, b.N)
-			var read atomic.Uint64
-			done := make(chan error, 1)
-			go func() {
-				for i := uint64(0); i < uint64(b.N); i++ {
-					body, release, err := s.next()
-					if err != nil {
-						done <- fmt.Errorf("record %d: %w", i, err)
-						return
-					}
-					lat = append(lat, since(body))
-					err = checkRecord(body, i)
-					release()
-					if err != nil {
-						done <- err
-						return
-					}
-					read.Store(i + 1)
-				}
-				done <- nil
-			}()
-			body := make([]byte, streamRecord)
-			var appendTime time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for read.Load() < uint64(i) {
-					select {
-					case err := <-done:
-						b.Fatal(err)
-					default:
-					}
-				}
-				pace(time.Now().Add(streamGap))
-				stamp(body, uint64(i))
-				start := time.Now()
-				if err := s.append(body); err != nil {
-					b.Fatal(err)
-				}
-				appendTime += time.Since(start)
-			}
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			lat.report(b)
-			b.ReportMetric(float64(appendTime.Nanoseconds())/float64(b.N), "append-ns")
-		})
+			b.Run(name, func(b *testing.B) { visibility(b, p.open, yields) })
+		}
 	}
+}
+
+func visibility(b *testing.B, open func(dir string) (*streamPeer, error), yields bool) {
+	s, err := open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := s.close(); err != nil {
+			b.Error(err)
+		}
+	}()
+	lat := make(latencies, 0, b.N)
+	var read atomic.Uint64
+	done := make(chan error, 1)
+	go func() {
+		for i := uint64(0); i < uint64(b.N); i++ {
+			body, release, err := s.next()
+			if err != nil {
+				done <- fmt.Errorf("record %d: %w", i, err)
+				return
+			}
+			lat = append(lat, since(body))
+			err = checkRecord(body, i)
+			release()
+			if err != nil {
+				done <- err
+				return
+			}
+			read.Store(i + 1)
+		}
+		done <- nil
+	}()
+	body := make([]byte, streamRecord)
+	var appendTime time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for read.Load() < uint64(i) {
+			select {
+			case err := <-done:
+				b.Fatal(err)
+			default:
+			}
+			if yields {
+				runtime.Gosched()
+			}
+		}
+		pace(time.Now().Add(streamGap))
+		stamp(body, uint64(i))
+		start := time.Now()
+		if err := s.append(body); err != nil {
+			b.Fatal(err)
+		}
+		appendTime += time.Since(start)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	lat.report(b)
+	b.ReportMetric(float64(appendTime.Nanoseconds())/float64(b.N), "append-ns")
 }
 
 // pace busy-waits until t.
