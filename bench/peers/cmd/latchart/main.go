@@ -60,6 +60,10 @@ func panels() []*panel {
 			prefix: []string{"AppendTail-path-", "peers-append-1KiB-"}},
 		{title: "Append 1 KiB, fsync before OK, one writer",
 			prefix: []string{"peers-append-sync-1w-"}},
+		{title: "Append 64 B, page-cache durability, one writer",
+			prefix: []string{"peers-append-64B-"}},
+		{title: "Append 1 KiB, fsync before OK, 64 writers (each append)",
+			prefix: []string{"peers-append-sync-64w-"}},
 		// Any other histogram (another benchmark that reports through the
 		// tail benchmarks' helpers), under its file name.
 		{title: "Other timed operations", prefix: []string{""}},

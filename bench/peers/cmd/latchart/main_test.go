@@ -22,6 +22,7 @@ func TestChart(t *testing.T) {
 		"AppendTail-path-pwrite-1MiB":   100 * time.Microsecond,
 		"peers-append-1KiB-tidwall_wal": 2 * time.Microsecond,
 		"peers-append-sync-1w-raft-wal": 500 * time.Microsecond,
+		"peers-append-64B-bbolt":        20 * time.Microsecond,
 		"QueueSteady-send":              300,
 	}
 	for name, base := range files {
@@ -38,8 +39,11 @@ func TestChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ps) != 3 || len(ps[0].series) != 3 || len(ps[1].series) != 1 || len(ps[2].series) != 1 {
-		t.Fatalf("panels: %d, want 3 of 3, 1 and 1 series", len(ps))
+	if len(ps) != 4 || len(ps[0].series) != 3 || len(ps[1].series) != 1 || len(ps[2].series) != 1 || len(ps[3].series) != 1 {
+		t.Fatalf("panels: %d, want 4 of 3, 1, 1 and 1 series", len(ps))
+	}
+	if ps[2].title != "Append 64 B, page-cache durability, one writer" || ps[3].series[0].label != "QueueSteady-send" {
+		t.Fatalf("panels %q and %q (%q)", ps[2].title, ps[3].title, ps[3].series[0].label)
 	}
 	if ps[0].series[0].label != tailLabels["pagelog"] || ps[0].series[1].label != "tidwall/wal (peerbench)" {
 		t.Fatalf("first panel's order: %q, %q", ps[0].series[0].label, ps[0].series[1].label)
