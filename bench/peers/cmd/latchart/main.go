@@ -169,7 +169,7 @@ func write(out string, ps []*panel) error {
 // 10 operations beyond it) is shown in brackets.
 func table(ps []*panel) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "Latency by percentile: every timed operation (bench/results/latency/*.hist), drawn in latency.svg.\n")
+	fmt.Fprintf(&sb, "Latency by percentile: every timed operation, from the histogram files (*.hist) of latchart --dir; drawn in latency.svg.\n")
 	fmt.Fprintf(&sb, "[x]: fewer than 10 operations lie beyond this percentile, so it is close to the maximum.\n")
 	for _, p := range ps {
 		w := 0
