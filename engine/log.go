@@ -34,8 +34,11 @@ type Log struct {
 	sync  syncState
 	pre   prefaulter
 	rolls rollState
-	bg    sync.WaitGroup
-	stop  chan struct{}
+	// recycle keeps dropped segment files for reuse (recycle.go); nil
+	// without Options.RecycleSegments.
+	recycle *recycler
+	bg      sync.WaitGroup
+	stop    chan struct{}
 
 	// Figures for Stats: appends count under mu, reads in a striped
 	// counter.
@@ -120,6 +123,9 @@ func (l *Log) Close() error {
 		l.closeFollowing()
 	}
 	errs = append(errs, l.closeSegments())
+	if l.recycle != nil {
+		l.recycle.close()
+	}
 	if l.lockFile != nil {
 		errs = append(errs, l.lockFile.Close())
 	}

@@ -254,6 +254,7 @@ func listDir(dir string) (dirList, error) {
 func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	bases := list.bases
 	l.removePreparedLeftovers()
+	l.removeRecycledLeftovers()
 	for _, name := range list.leftovers {
 		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
 			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: an index file without its segment", name))

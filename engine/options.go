@@ -119,6 +119,21 @@ type Options struct {
 	// (systems limit them: vm.max_map_count).
 	MaxMappedSegments int
 
+	// RecycleSegments keeps up to this many .log files of segments that
+	// DropBefore or retention dropped, and makes the next segments from
+	// them instead of new files: their pages are in the page cache
+	// already, so the appender meets no fresh memory (see the append tail
+	// in bench/README.md). A file is reused only once nothing in this
+	// process holds its segment; it is made zero first, and never becomes
+	// shorter than it was. Zero (the default) reuses nothing; SyncAlways
+	// reuses nothing either (the zeros would be the next fdatasync's to
+	// write, on an appender's time). Only for a log no other process
+	// reads while it runs: a reader in another process that still holds
+	// a record of a dropped segment may see its bytes turn to zeros or to
+	// newer records (the work queue, which owns its directory, sets it).
+	// Kept files count as the log's disk until reused; Close removes them.
+	RecycleSegments int
+
 	// hooks for tests: nil in production.
 	allocate func(f *os.File, off, n int64) error
 	datasync func(f *os.File) error
@@ -177,6 +192,8 @@ func (o Options) validate() error {
 		return bad("RetentionBytes", o.RetentionBytes, int64(math.MaxInt64), "no limit")
 	case o.MaxMappedSegments < 0:
 		return bad("MaxMappedSegments", o.MaxMappedSegments, math.MaxInt, "128")
+	case o.RecycleSegments < 0:
+		return bad("RecycleSegments", o.RecycleSegments, math.MaxInt, "none")
 	case o.RetentionAge < 0:
 		return bad("RetentionAge", o.RetentionAge, time.Duration(math.MaxInt64), "no limit")
 	case o.FirstOffset >= maxOffset:

@@ -18,14 +18,20 @@ import (
 // contiguous suffix of the log, and the directory is synced at the end.
 func (l *Log) DropBefore(offset uint64) (int, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropBeforeLocked(offset)
+	gone, err := l.dropBeforeLocked(offset)
+	l.mu.Unlock()
+	return l.finishDrop(gone, err)
 }
 
-func (l *Log) dropBeforeLocked(offset uint64) (int, error) {
-	l.awaitSeal()
+// dropBeforeLocked takes the segments below offset out of the log and
+// their files out of its names, under l.mu; finishDrop, after l.mu is let
+// go, gives back the log's references and syncs the directory. Measured
+// in a queue's steady state: holding the append lock through both (and
+// through the wait for a background seal, needed only when the segment
+// being sealed goes too) made sends of 1-15 ms at every drop.
+func (l *Log) dropBeforeLocked(offset uint64) ([]*segment.Segment, error) {
 	if err := l.writable(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	segs := *l.segs.Load()
 	k := 0
@@ -33,20 +39,37 @@ func (l *Log) dropBeforeLocked(offset uint64) (int, error) {
 		k++
 	}
 	if k == 0 {
-		return 0, nil
+		return nil, nil
+	}
+	if k == len(segs)-1 {
+		l.awaitSeal() // the newest sealed segment goes: its seal must end first
 	}
 	gone := segs[:k]
 	l.publish(slices.Clone(segs[k:]))
 	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(s *segment.Segment) bool {
 		return slices.Contains(gone, s)
 	})
+	for _, s := range gone {
+		if !l.recycleDropped(s) {
+			removeSegmentFiles(l.dir, s.Base())
+		}
+	}
+	return gone, nil
+}
+
+// finishDrop ends a drop outside l.mu: the log's references to the gone
+// segments are given back (the last holder unmaps), and the directory is
+// synced. It returns how many segments went.
+func (l *Log) finishDrop(gone []*segment.Segment, err error) (int, error) {
+	if len(gone) == 0 {
+		return 0, err
+	}
 	var errs []error
 	for _, s := range gone {
-		removeSegmentFiles(l.dir, s.Base())
 		errs = append(errs, s.Close())
 	}
 	errs = append(errs, syncDir(l.dir))
-	return k, errors.Join(errs...)
+	return len(gone), errors.Join(errs...)
 }
 
 // retentionEvery is how often retention is checked besides at each roll.
@@ -101,14 +124,17 @@ func (l *Log) retain() (int, error) {
 		return 0, nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed.Load() {
+		l.mu.Unlock()
 		return 0, ErrClosed
 	}
 	if !slices.Contains(*l.segs.Load(), segs[k]) {
+		l.mu.Unlock()
 		return 0, nil // the log changed meanwhile (a Truncate): look again next time
 	}
-	return l.dropBeforeLocked(segs[k].Base())
+	gone, err := l.dropBeforeLocked(segs[k].Base())
+	l.mu.Unlock()
+	return l.finishDrop(gone, err)
 }
 
 // SkipTo makes next the offset of the next record, leaving [Next(), next)
@@ -121,6 +147,7 @@ func (l *Log) retain() (int, error) {
 // The new segment's directory entry is synced when it returns. A next at
 // or below Next() does nothing.
 func (l *Log) SkipTo(next uint64) error {
+	defer l.wakeWaiters() // after the unlock: Wait of a skipped offset returns
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
@@ -139,6 +166,7 @@ func (l *Log) SkipTo(next uint64) error {
 	l.awaitSeal() // MissingUpTo marks a sealed segment
 	old.MissingUpTo(next)
 	l.next.Store(next)
+	l.published()
 	if err := syncDir(l.dir); err != nil {
 		l.sync.fail(err)
 		return err

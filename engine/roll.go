@@ -84,7 +84,7 @@ func (l *Log) prepareLoop() {
 		if skip {
 			continue
 		}
-		s, err := segment.Prepare(l.cfg)
+		s, err := l.prepare()
 		if err == nil && !l.cfg.WriteThrough {
 			s.Prefault(l.pre.ahead)
 		}

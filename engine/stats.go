@@ -15,6 +15,11 @@ type LogStats struct {
 	Segments       int   // segment files in the log
 	Bytes          int64 // bytes of records in them
 	MappedSegments int   // segments whose .log this Log maps now (see Options.MaxMappedSegments)
+	// Recycled counts segments made from a dropped segment's file since
+	// Open, and RecycledWaiting the dropped files kept for reuse now
+	// (Options.RecycleSegments).
+	Recycled        uint64
+	RecycledWaiting int
 
 	Appends       uint64 // records appended since Open
 	AppendedBytes uint64 // their bytes on disk (headers included)
@@ -67,6 +72,11 @@ func (l *Log) Stats() LogStats {
 		}
 	}
 	st.MappedSegments += l.cfg.Maps.Mapped()
+	if r := l.recycle; r != nil {
+		r.mu.Lock()
+		st.Recycled, st.RecycledWaiting = r.reused, len(r.paths)
+		r.mu.Unlock()
+	}
 	l.mu.Lock()
 	st.Appends, st.AppendedBytes = l.appends, l.appendedBytes
 	l.mu.Unlock()

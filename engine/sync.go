@@ -396,6 +396,9 @@ func (l *Log) startBackground() {
 		l.startSyncers()
 		return
 	}
+	if l.opts.RecycleSegments > 0 && l.opts.Sync != SyncAlways {
+		l.recycle = &recycler{max: l.opts.RecycleSegments}
+	}
 	l.pre.kick = make(chan struct{}, 1)
 	l.pre.ahead = min(prefaultAhead, l.cfg.SegmentBytes)
 	if l.opts.Sync == SyncAlways {

@@ -146,6 +146,13 @@ type Segment struct {
 
 	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
 
+	// Recycling (recycle.go): keepSize is the size of a reused .log file,
+	// below which Seal never trims it; recycleAs and recyclePut hand a
+	// dropped segment's file on once its last reference is gone.
+	keepSize   int64
+	recycleAs  string
+	recyclePut func(path string)
+
 	// lazy segments (opened by OpenSealed) are mapped on first use and may
 	// be unmapped again by the log's MapCache when no reader holds them.
 	lazy        bool
@@ -297,17 +304,20 @@ func (s *Segment) finish() {
 	if s.lazy && s.cfg.Maps != nil {
 		s.cfg.Maps.remove(s)
 	}
+	var err error // a mapping of the .log file left in place
 	if s.ro == nil {
 		// A lazy segment never mapped, or evicted: nothing to give back.
 	} else if s.cfg.Ranges != nil {
 		// Never unmapped: a failed overlay leaves the file mapped.
-		_ = s.cfg.Ranges.Retire(s.ro)
+		err = s.cfg.Ranges.Retire(s.ro)
 	} else {
-		_ = mmapfile.Unmap(s.ro)
+		err = mmapfile.Unmap(s.ro)
 	}
 	s.ro = nil
 	s.popMu.Lock() // the prefaulter may still hold this segment
-	_ = mmapfile.Unmap(s.rw)
+	if rerr := mmapfile.Unmap(s.rw); err == nil {
+		err = rerr
+	}
 	s.rw = nil
 	s.popMu.Unlock()
 	if x := s.idx.Load(); x != nil {
@@ -322,6 +332,7 @@ func (s *Segment) finish() {
 		_ = s.f.Close()
 		s.f = nil
 	}
+	s.handOn(err == nil)
 }
 
 // corrupt builds the error for damage at pos.

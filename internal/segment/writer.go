@@ -189,7 +189,13 @@ func create(s *Segment) (*Segment, error) {
 		}
 		return nil, err
 	}
+	if s.keepSize > 0 {
+		created = append(created, s.path(LogSuffix)) // reused: see PrepareRecycled
+	}
 	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		if suffix == LogSuffix && s.keepSize > 0 {
+			continue
+		}
 		if suffix != LogSuffix {
 			// Index files without their .log are leftovers of a crash
 			// (or of a removal by hand): replaced, never reused. They are
@@ -558,7 +564,9 @@ func (s *Segment) Seal(sync bool) error {
 			return fmt.Errorf("segment: seal %s: %w", s.f.Name(), err)
 		}
 	}
-	if err := s.f.Truncate(w.pos); err != nil {
+	// A reused file keeps at least its old size (zeros past the records):
+	// a reader in another process may still map it as the segment it was.
+	if err := s.f.Truncate(max(w.pos, s.keepSize)); err != nil {
 		return fmt.Errorf("segment: seal %s: %w", s.f.Name(), err)
 	}
 	if err := w.idxF.Truncate(n * sparseidx.OffsetEntrySize); err != nil {

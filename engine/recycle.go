@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// Options.RecycleSegments: the .log files of segments that DropBefore (or
+// retention) drops are kept, up to that many, and the next prepared
+// segment is made from one of them instead of a new file (see
+// internal/segment/recycle.go for why: a reused file's pages are in the
+// page cache, a new file's memory is fresh, and fresh memory is what made
+// appends stall on the project's machine). A dropped file is renamed to
+// recycledPrefix+its segment name, out of the segments' names, so that
+// nothing lists it as a segment; it is handed on only when the last
+// reference to its segment in this process is gone. A writable open
+// removes files of that name that a crash left behind, and Close removes
+// those not reused.
+
+// recycledPrefix names a dropped segment file kept for reuse.
+const recycledPrefix = "recycled-"
+
+// recycler holds the dropped files waiting for reuse. put runs on whichever
+// goroutine releases a dropped segment last.
+type recycler struct {
+	max int
+
+	mu     sync.Mutex
+	paths  []string // newest last
+	closed bool
+	reused uint64 // files made into segments (LogStats.Recycled)
+}
+
+func (r *recycler) put(path string) {
+	r.mu.Lock()
+	if r.closed || len(r.paths) >= r.max {
+		r.mu.Unlock()
+		_ = os.Remove(path)
+		return
+	}
+	r.paths = append(r.paths, path)
+	r.mu.Unlock()
+}
+
+// take returns the file dropped last (the likeliest to be cached).
+func (r *recycler) take() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.paths)
+	if n == 0 {
+		return "", false
+	}
+	p := r.paths[n-1]
+	r.paths = r.paths[:n-1]
+	return p, true
+}
+
+// close removes the files not reused; files handed on later are removed
+// at once.
+func (r *recycler) close() {
+	r.mu.Lock()
+	paths := r.paths
+	r.paths, r.closed = nil, true
+	r.mu.Unlock()
+	for _, p := range paths {
+		_ = os.Remove(p)
+	}
+}
+
+// recycleDropped renames the .log file of s, a segment being dropped, out
+// of the segments' names and marks it for reuse; its index files are
+// removed first (an index file is never there without its .log). It
+// reports false when the file was not renamed: the caller removes it.
+func (l *Log) recycleDropped(s *segment.Segment) bool {
+	if l.recycle == nil || s.Active() {
+		return false
+	}
+	for _, suffix := range []string{segment.TimeIndexSuffix, segment.IndexSuffix} {
+		_ = os.Remove(filepath.Join(l.dir, segment.Name(s.Base(), suffix)))
+	}
+	to := filepath.Join(l.dir, recycledPrefix+segment.Name(s.Base(), segment.LogSuffix))
+	if os.Rename(s.Path(), to) != nil {
+		return false
+	}
+	s.RecycleTo(to, l.recycle.put)
+	return true
+}
+
+// prepare makes the next segment for the preparer: from a recycled file
+// when one waits, else new.
+func (l *Log) prepare() (*segment.Segment, error) {
+	if l.recycle != nil {
+		if path, ok := l.recycle.take(); ok {
+			if s, err := segment.PrepareRecycled(l.cfg, path); err == nil {
+				l.recycle.mu.Lock()
+				l.recycle.reused++
+				l.recycle.mu.Unlock()
+				return s, nil
+			}
+		}
+	}
+	return segment.Prepare(l.cfg)
+}
+
+// removeRecycledLeftovers removes the recycled files a crash left behind
+// (at a writable open).
+func (l *Log) removeRecycledLeftovers() {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if name := e.Name(); strings.HasPrefix(name, recycledPrefix) && strings.HasSuffix(name, segment.LogSuffix) {
+			if os.Remove(filepath.Join(l.dir, name)) == nil {
+				l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: a dropped segment kept for reuse", name))
+			}
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package segment
+
+import (
+	"fmt"
+	"os"
+)
+
+// Recycling reuses the .log file of a segment that the log dropped as the
+// file of a next segment (RocksDB's recycle_log_file_num). The pages of a
+// file the log wrote lately are in the page cache; a new file's are not,
+// and on a virtual machine whose host takes back the memory its guest
+// frees (free page reporting), a first touch of fresh memory costs a host
+// fault per page: a queue that wrote 4 GiB through 64 MiB segments, each
+// new, spent most of its time zeroing fresh memory for them. A reused
+// file is made zero through the page cache, which only writes memory the
+// guest has, and then reads as a new segment's file does.
+//
+// A file is reused only once no reference to its segment is left in this
+// process (the last Release hands it on) and its mappings are gone. A
+// reader in another process that still maps it sees it change; the log's
+// Options.RecycleSegments says so. Such a reader never faults: a reused
+// file never becomes shorter than it was.
+
+// RecycleTo marks a segment the log has dropped, whose .log file was
+// renamed to path, for reuse: once its last reference is gone and nothing
+// of the file is mapped in this process, put(path) hands the file on. When
+// a mapping could not be taken away, the file is removed instead.
+func (s *Segment) RecycleTo(path string, put func(path string)) {
+	s.recycleAs, s.recyclePut = path, put
+}
+
+// handOn gives a dropped segment's file to its recycler (unmapped: whether
+// every mapping of it is gone), at the end of finish.
+func (s *Segment) handOn(unmapped bool) {
+	path, put := s.recycleAs, s.recyclePut
+	if path == "" {
+		return
+	}
+	s.recycleAs, s.recyclePut = "", nil
+	if !unmapped {
+		_ = os.Remove(path)
+		return
+	}
+	put(path)
+}
+
+// PrepareRecycled is Prepare with the .log file at path, one that
+// RecycleTo handed on: renamed to the prepared name, fresh index files
+// beside it, mapped, and every byte of it made zero through the mapping
+// (so that nothing but zeros follows the records, as in a new file, and
+// the writer meets pages already resident). On error the file is removed.
+func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
+	s := &Segment{cfg: cfg, prepared: true}
+	for _, suffix := range []string{LogSuffix, IndexSuffix, TimeIndexSuffix} {
+		_ = os.Remove(s.path(suffix))
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("segment: recycle %s: size %d, %v", path, sizeOf(st), err)
+	}
+	if err := os.Rename(path, s.path(LogSuffix)); err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("segment: recycle: %w", err)
+	}
+	s.keepSize = st.Size()
+	if _, err := create(s); err != nil {
+		return nil, err
+	}
+	size := min(s.w.alloc.Load(), int64(len(s.rw)))
+	clear(s.rw[:size])
+	touchPages(s.ro, 0, size)
+	s.w.populated = size
+	return s, nil
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return -1
+	}
+	return st.Size()
+}
