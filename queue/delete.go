@@ -239,8 +239,9 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 		}
 	} else {
 		deadline := addSat(now, int64(d))
-		if deadline > x.at {
-			// The body stays valid until the new deadline.
+		if deadline > x.at && x.pin == 0 {
+			// The body stays valid until the new deadline (a first
+			// hand-out's is pinned while in flight already).
 			if r, err := q.log.Read(offset); err == nil {
 				q.pins.push(deadline, r)
 			}

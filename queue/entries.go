@@ -1,6 +1,10 @@
 package queue
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/pagelog/pagelog/engine"
+)
 
 // The state of the messages the cursor has passed and that are not deleted
 // (the in-flight table, inflight.Table, keeps only which offsets are done,
@@ -43,6 +47,10 @@ type entry struct {
 	group  int32  // index in entries.groups, -1 when none
 	state  mstate
 	handed bool // handed out since the queue was opened
+	// pin is, while the entry is in flight after its first hand-out in
+	// this process, 1 + the index in entries.pins of that hand-out's
+	// record; 0 when none.
+	pin int32
 }
 
 // group is the line of one ordering group: the entries of its messages
@@ -73,6 +81,15 @@ type entries struct {
 	freeGroups []int32
 	byGroup    map[string]int32
 	nWaiting   int // groups with more than one message in line
+
+	// pins keep the records of first hand-outs while they are in flight
+	// (a slab with a free list): only their receiver can delete them, so
+	// a delete, a release or the deadline ends the body's lifetime, and
+	// the segment goes as soon as its last such body does. Later
+	// hand-outs, which a late receiver's delete must not cut short, are
+	// pinned by segment until their deadline (Queue.pins).
+	pins     []engine.Record
+	freePins []int32
 }
 
 func newEntries() *entries {
@@ -193,6 +210,9 @@ func (es *entries) takeDue(now int64) []int32 {
 	})
 	for _, i := range due {
 		x := &es.e[i]
+		if x.state == stInFlight {
+			es.unpin(i)
+		}
 		es.n[x.state]--
 		x.state, x.pos = nStates, -1
 	}
@@ -268,6 +288,7 @@ func (es *entries) unset(i int32) {
 		es.due.remove(x.pos)
 	case stInFlight:
 		es.flight.remove(x.pos)
+		es.unpin(i)
 	case stReady:
 		es.ready.remove(x.pos)
 		if x.handed {
@@ -275,6 +296,39 @@ func (es *entries) unset(i int32) {
 		}
 	}
 	x.state = nStates
+}
+
+// pin keeps r, the record of entry i's body just handed out for the
+// first time, while the entry is in flight.
+func (es *entries) pin(i int32, r engine.Record) {
+	es.unpin(i)
+	k := slabAlloc(&es.pins, &es.freePins)
+	es.pins[k] = r
+	es.e[i].pin = k + 1
+}
+
+// unpin releases the record entry i's first hand-out pinned, if any.
+func (es *entries) unpin(i int32) {
+	x := &es.e[i]
+	if x.pin == 0 {
+		return
+	}
+	k := x.pin - 1
+	es.pins[k].Release()
+	es.pins[k] = engine.Record{}
+	es.freePins = append(es.freePins, k)
+	x.pin = 0
+}
+
+// releasePins releases every pinned record (Close).
+func (es *entries) releasePins() {
+	for i := range es.e {
+		es.e[i].pin = 0
+	}
+	for _, r := range es.pins {
+		r.Release()
+	}
+	es.pins, es.freePins = nil, nil
 }
 
 // drop forgets entry i, which is in no state, and returns the index of the

@@ -76,6 +76,12 @@ const (
 	MaxIDBytes = 128
 )
 
+// recycledSegments is how many dropped segment files of its message log a
+// queue keeps for reuse when Options.Log.RecycleSegments is 0: enough for
+// the segments one checkpoint drops at 1 GB/s with 64 MiB segments, about
+// what the log held on disk before the drop.
+const recycledSegments = 16
+
 func (o Options) withDefaults(dir string) (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
 		return o, fmt.Errorf("%w: "+format, append([]any{engine.ErrBadOptions}, args...)...)

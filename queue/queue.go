@@ -237,6 +237,11 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 func (q *Queue) openLogs() error {
 	lo := q.opts.Log
 	lo.RetireMappings = true
+	if lo.RecycleSegments == 0 {
+		// The queue owns its directory: the files of the segments its
+		// head leaves behind are reused (see engine.Options).
+		lo.RecycleSegments = recycledSegments
+	}
 	var err error
 	if q.log, err = engine.Open(q.dir, lo); err != nil {
 		return err
@@ -434,6 +439,7 @@ func (q *Queue) close() error {
 	q.stopTimer()
 	q.waiters.wakeAll()
 	q.pins.releaseAll() // bodies are invalid from now on
+	q.es.releasePins()
 	q.mu.Unlock()
 
 	q.moves.Wait() // no move starts once closed, but this one

@@ -152,8 +152,8 @@ func (q *Queue) handOut() (handOutcome, error) {
 		return h, rerr
 	}
 	if !loaded {
-		// The body is read, and its record kept until this hand-out's
-		// deadline (see pins), under the lock: nothing can delete the
+		// The body is read, and its record kept (see entries.pins and
+		// pins), under the lock: nothing can delete the
 		// message and drop its segment in between.
 		var err error
 		if r, err = q.log.Read(x.off); err != nil {
@@ -161,7 +161,11 @@ func (q *Queue) handOut() (handOutcome, error) {
 		}
 	}
 	h.m.Body = r.Body
-	q.pins.push(deadline, r)
+	if wasHanded {
+		q.pins.push(deadline, r)
+	} else {
+		es.pin(i, r)
+	}
 	return h, nil
 }
 
