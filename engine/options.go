@@ -119,11 +119,13 @@ type Options struct {
 	// (systems limit them: vm.max_map_count).
 	MaxMappedSegments int
 
-	// RecycleSegments keeps up to this many .log files of segments that
-	// DropBefore or retention dropped, and makes the next segments from
-	// them instead of new files: their pages are in the page cache
-	// already, so the appender meets no fresh memory (see the append tail
-	// in bench/README.md). A file is reused only once nothing in this
+	// RecycleSegments keeps .log files of segments that DropBefore or
+	// retention dropped, up to this many spare files counting the next
+	// segment prepared ahead (so 1 takes no disk beyond what the log
+	// takes without it), and makes the next segments from them instead
+	// of new files: their pages are in the page cache already, so the
+	// appender meets no fresh memory (see the append tail in
+	// bench/README.md). A file is reused only once nothing in this
 	// process holds its segment; it is made zero first, and never becomes
 	// shorter than it was. Zero (the default) reuses nothing; SyncAlways
 	// reuses nothing either (the zeros would be the next fdatasync's to

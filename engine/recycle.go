@@ -26,9 +26,16 @@ import (
 const recycledPrefix = "recycled-"
 
 // recycler holds the dropped files waiting for reuse. put runs on whichever
-// goroutine releases a dropped segment last.
+// goroutine releases a dropped segment last. The spare files, those kept
+// and the prepared segment, are at most max: a log that keeps one
+// (the queue) takes no more disk than without reuse, its active segment
+// and the next one prepared.
 type recycler struct {
 	max int
+	// admit calls keep with r.mu held, and with the number of prepared
+	// segments (0 or 1) fixed while it runs: a file is kept or not, and
+	// the preparer starts a segment or not, in one order.
+	admit func(keep func(spare int) bool) bool
 
 	mu     sync.Mutex
 	paths  []string // newest last
@@ -37,14 +44,16 @@ type recycler struct {
 }
 
 func (r *recycler) put(path string) {
-	r.mu.Lock()
-	if r.closed || len(r.paths) >= r.max {
-		r.mu.Unlock()
+	keep := r.admit(func(spare int) bool {
+		if r.closed || len(r.paths)+spare >= r.max {
+			return false
+		}
+		r.paths = append(r.paths, path)
+		return true
+	})
+	if !keep {
 		_ = os.Remove(path)
-		return
 	}
-	r.paths = append(r.paths, path)
-	r.mu.Unlock()
 }
 
 // take returns the file dropped last (the likeliest to be cached).

@@ -31,10 +31,13 @@ type rollState struct {
 
 	mu       sync.Mutex
 	prepared *segment.Segment // ready for the next roll (under mu)
-	// busy is set while the preparer prepares or a roll activates (under
-	// mu): the prepared files have one set of names, so the two must
-	// never overlap (a Prepare would remove the files being renamed).
-	busy bool
+	// preparing is set while the preparer prepares, activating while a
+	// roll renames the prepared files (under mu): the prepared files have
+	// one set of names, so the two must never overlap (a Prepare would
+	// remove the files being renamed). Two flags, not one: a roll that
+	// found nothing prepared once cleared the preparer's flag, and a
+	// skipped kick cleared the roll's.
+	preparing, activating bool
 
 	sealing chan struct{} // closed when the background seal ends (under Log.mu)
 
@@ -78,8 +81,10 @@ func (l *Log) prepareLoop() {
 		case <-l.rolls.kick:
 		}
 		l.rolls.mu.Lock()
-		skip := l.rolls.prepared != nil || l.rolls.busy
-		l.rolls.busy = !skip
+		skip := l.rolls.prepared != nil || l.rolls.preparing || l.rolls.activating
+		if !skip {
+			l.rolls.preparing = true
+		}
 		l.rolls.mu.Unlock()
 		if skip {
 			continue
@@ -92,9 +97,25 @@ func (l *Log) prepareLoop() {
 		// itself and reports the error to the appender.
 		l.rolls.mu.Lock()
 		l.rolls.prepared = s
-		l.rolls.busy = false
+		l.rolls.preparing = false
 		l.rolls.mu.Unlock()
 	}
+}
+
+// admitRecycled runs keep under l.rolls.mu and the recycler's lock, with
+// the number of prepared segments (waiting, or being made): the preparer
+// decides under l.rolls.mu too, so a file kept for reuse and a new
+// prepared segment are never both more than RecycleSegments allows.
+func (l *Log) admitRecycled(keep func(spare int) bool) bool {
+	l.rolls.mu.Lock()
+	defer l.rolls.mu.Unlock()
+	spare := 0
+	if l.rolls.prepared != nil || l.rolls.preparing {
+		spare = 1
+	}
+	l.recycle.mu.Lock()
+	defer l.recycle.mu.Unlock()
+	return keep(spare)
 }
 
 // dropPrepared closes a prepared segment that no roll took and removes its
@@ -116,7 +137,7 @@ func (l *Log) takePrepared(base uint64) *segment.Segment {
 	l.rolls.mu.Lock()
 	s := l.rolls.prepared
 	l.rolls.prepared = nil
-	l.rolls.busy = s != nil
+	l.rolls.activating = s != nil
 	l.rolls.mu.Unlock()
 	if s == nil {
 		return nil
@@ -128,7 +149,7 @@ func (l *Log) takePrepared(base uint64) *segment.Segment {
 		s = nil
 	}
 	l.rolls.mu.Lock()
-	l.rolls.busy = false
+	l.rolls.activating = false
 	l.rolls.mu.Unlock()
 	return s
 }

@@ -398,6 +398,7 @@ func (l *Log) startBackground() {
 	}
 	if l.opts.RecycleSegments > 0 && l.opts.Sync != SyncAlways {
 		l.recycle = &recycler{max: l.opts.RecycleSegments}
+		l.recycle.admit = l.admitRecycled
 	}
 	l.pre.kick = make(chan struct{}, 1)
 	l.pre.ahead = min(prefaultAhead, l.cfg.SegmentBytes)
