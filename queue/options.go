@@ -76,11 +76,11 @@ const (
 	MaxIDBytes = 128
 )
 
-// recycledSegments is how many dropped segment files of its message log a
-// queue keeps for reuse when Options.Log.RecycleSegments is 0: enough for
-// the segments one checkpoint drops at 1 GB/s with 64 MiB segments, about
-// what the log held on disk before the drop.
-const recycledSegments = 16
+// recycledSegments is how many spare segment files of its message log a
+// queue keeps for reuse when Options.Log.RecycleSegments is 0: one, which
+// with the next segment prepared ahead keeps the queue's disk what it is
+// without reuse (its active segment plus one).
+const recycledSegments = 1
 
 func (o Options) withDefaults(dir string) (Options, error) {
 	bad := func(format string, args ...any) (Options, error) {
