@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/pagelog/pagelog/queue"
+	"github.com/pagelog/pagelog/raftstore"
 )
 
 // testRaft makes raft quick and snapshot often, so that compaction and
@@ -290,5 +292,30 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	fsm.mu.Unlock()
 	if restores == 0 {
 		t.Fatal("the restarted node caught up without a snapshot installed")
+	}
+}
+
+// A second node on a directory in use fails with ErrLocked and leaves the
+// first one's files alone.
+func TestNodeDirectoryInUse(t *testing.T) {
+	n, _ := oneNode(t)
+	id, err := n.Send(context.Background(), []Outgoing{{Body: []byte("kept")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr := raft.NewInmemTransport("other")
+	if _, err := Start(Config{ID: "other", Dir: n.cfg.Dir, Transport: tr, LogOutput: io.Discard, NoSync: true}); !errors.Is(err, raftstore.ErrLocked) {
+		t.Fatalf("second Start: %v, want ErrLocked", err)
+	}
+	d, err := n.Digest()
+	if err != nil || d.Messages != 1 {
+		t.Fatalf("the first node after the second Start: %+v, %v", d, err)
+	}
+	m, err := n.Receive(context.Background())
+	if err != nil || m.ID != id || string(m.Body) != "kept" {
+		t.Fatalf("receive: %+v %v", m, err)
+	}
+	if _, err := Start(Config{Dir: t.TempDir()}); err == nil {
+		t.Fatal("Start without an ID")
 	}
 }

@@ -90,7 +90,7 @@ func (e *NotLeaderError) Is(target error) bool { return target == raft.ErrNotLea
 
 // Start opens the node's store and starts raft. It returns without waiting
 // for a leader.
-func Start(c Config) (n *Node, err error) {
+func Start(c Config) (*Node, error) {
 	if c.ID == "" || c.Dir == "" {
 		return nil, errors.New("rqueue: Config.ID and Config.Dir are required")
 	}
@@ -104,16 +104,20 @@ func Start(c Config) (n *Node, err error) {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("rqueue: %w", err)
 	}
-	n = &Node{cfg: c, notify: make(chan bool, 8), stop: make(chan struct{})}
+	n := &Node{cfg: c, notify: make(chan bool, 8), stop: make(chan struct{})}
+	started := false
 	defer func() {
-		if err != nil {
-			n.release()
+		if !started {
+			_ = n.release()
 		}
 	}()
-	if n.fsm, err = NewFSM(filepath.Join(c.Dir, "queue"), c.Queue); err != nil {
+	var err error
+	// The store first: its lock keeps a second node off the directory
+	// before NewFSM removes the local queue.
+	if n.store, err = raftstore.Open(filepath.Join(c.Dir, "raft"), raftstore.Options{NoSync: c.NoSync}); err != nil {
 		return nil, err
 	}
-	if n.store, err = raftstore.Open(filepath.Join(c.Dir, "raft"), raftstore.Options{NoSync: c.NoSync}); err != nil {
+	if n.fsm, err = NewFSM(filepath.Join(c.Dir, "queue"), c.Queue); err != nil {
 		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStore(c.Dir, 2, logOut)
@@ -157,6 +161,7 @@ func Start(c Config) (n *Node, err error) {
 	if n.raft, err = raft.NewRaft(conf, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
 		return nil, err
 	}
+	started = true
 	n.watch.Add(1)
 	go n.watchLeadership()
 	return n, nil
