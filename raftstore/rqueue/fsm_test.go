@@ -453,3 +453,49 @@ func TestFSMRestoreWhileSnapshotHeld(t *testing.T) {
 		t.Fatalf("the held snapshot: %+v, want %+v", got, want)
 	}
 }
+
+// A local queue that fails to apply a command stops the FSM serving
+// (ErrFailed) rather than let it diverge from the others; a snapshot
+// installed rebuilds it.
+func TestFSMFailedQueue(t *testing.T) {
+	f := newFSM(t)
+	a := &applier{f: f}
+	a.send(t, Outgoing{Body: []byte("one")})
+	if err := f.q.Close(); err != nil { // the queue fails under the FSM
+		t.Fatal(err)
+	}
+	r := a.apply(t, encodeSend([]Outgoing{{Body: []byte("two")}})).(SendResult)
+	if !errors.Is(r.Err, ErrFailed) {
+		t.Fatalf("send on a failed queue: %+v", r)
+	}
+	if d := a.apply(t, encodeDelete([]uint64{1})).(DeleteResult); !errors.Is(d.Err, ErrFailed) {
+		t.Fatalf("delete on a failed queue: %+v", d)
+	}
+	if _, err := f.Receive(context.Background()); !errors.Is(err, ErrFailed) {
+		t.Fatalf("receive: %v", err)
+	}
+	if err := f.ChangeVisibility(1, 0); !errors.Is(err, ErrFailed) {
+		t.Fatalf("visibility: %v", err)
+	}
+	if _, err := f.Digest(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("digest: %v", err)
+	}
+	if _, err := f.Snapshot(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("snapshot of a failed FSM: %v", err)
+	}
+	if st := f.Status(); st.Failed == nil || st.NextID != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	src := newFSM(t)
+	b := &applier{f: src}
+	b.send(t, Outgoing{Body: []byte("one")}, Outgoing{Body: []byte("two")})
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snapshotOf(t, src)))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := digestOf(t, f), digestOf(t, src); got != want {
+		t.Fatalf("after the restore: %+v, want %+v", got, want)
+	}
+	if got := receiveAll(t, f); len(got) != 2 || got[2] != "two" {
+		t.Fatalf("received %v", got)
+	}
+}
