@@ -10,7 +10,11 @@ import (
 
 // Stored is a message as the files of a queue hold it, read by Messages.
 type Stored struct {
-	Offset  uint64
+	Offset uint64 // the offset the message is known by
+	// Record is the offset of its record in the log: Offset, or for a
+	// message moved out of a held segment (Options.MaxHeldSegments) the
+	// offset of its copy.
+	Record  uint64
 	Body    []byte // valid until the callback returns
 	Group   string
 	DedupID string
@@ -20,7 +24,7 @@ type Stored struct {
 	// offset in the dead letters.
 	Origin    uint64
 	HasOrigin bool
-	Receives  int   // a dead letter's receive count (0 when none)
+	Receives  int   // a dead letter's or a moved message's receive count (0 when none)
 	Err       error // the record is damaged: Offset is all there is
 }
 
@@ -54,12 +58,15 @@ func Messages(dir string, fn func(Stored) bool) error {
 		if skip.contains(r.Offset) || errors.Is(err, engine.ErrTrimmed) {
 			continue // deleted, or dropped below the head meanwhile
 		}
-		m := Stored{Offset: r.Offset, Err: err}
+		m := Stored{Offset: r.Offset, Record: r.Offset, Err: err}
 		if err == nil {
 			var a engine.Attrs
 			if a, m.Err = r.Attrs(); m.Err == nil {
 				m.Body, m.Group, m.DedupID = r.Body, string(a.Group), string(a.Dedup)
 				m.Origin, m.HasOrigin, m.Receives = a.Origin, a.HasOrigin, int(a.Receives)
+				if a.HasMoved {
+					m.Offset = a.Moved
+				}
 				if a.HasDue {
 					m.Due = time.UnixMilli(a.Due)
 				}

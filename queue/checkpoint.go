@@ -140,13 +140,17 @@ func (q *Queue) stopCheckpoints() error {
 // but never an offset below the end of a durable checkpoint, which is given
 // to no new message (see fillLost).
 func (q *Queue) checkpoint() error {
+	_, err := q.moveHeld(false)
+	if serr := q.syncMoved(); serr != nil {
+		q.ck.shown.Store(&checkpointReport{head: q.ck.head, err: serr})
+		return serr // the head must not pass originals whose copies may be lost
+	}
 	q.mu.Lock()
 	head := q.t.Head()
 	q.mu.Unlock()
 	end := q.log.Next()
-	var err error
 	if !q.ck.written || head != q.ck.head || end != q.ck.end {
-		err = q.writeHead(headState{head: head, end: end})
+		err = errors.Join(err, q.writeHead(headState{head: head, end: end}))
 	}
 	q.ck.shown.Store(&checkpointReport{head: q.ck.head, err: err})
 	return err

@@ -27,7 +27,8 @@ const moveRetry = time.Second
 
 // moveItem is one message to move.
 type moveItem struct {
-	off  uint64
+	off  uint64 // the offset the message is known by
+	stor uint64 // its record's offset (see entry)
 	recv uint32
 }
 
@@ -54,6 +55,7 @@ func (q *Queue) openDeadLetters() error {
 		CheckpointInterval: q.opts.CheckpointInterval,
 		Clock:              q.opts.Clock,
 		DedupWindow:        q.opts.DedupWindow,
+		MaxHeldSegments:    q.opts.MaxHeldSegments,
 	}
 	o.Log.FirstOffset = 0
 	o.Log.MaxRecordBytes = max(o.Log.MaxRecordBytes, q.log.MaxRecordBytes()) // every body fits
@@ -82,7 +84,7 @@ func (q *Queue) takeDying(closing bool) []moveItem {
 		x := &q.es.e[i]
 		q.es.unset(i)
 		q.es.set(i, stMoving, 0)
-		items = append(items, moveItem{x.off, x.recv})
+		items = append(items, moveItem{x.off, x.stor, x.recv})
 	}
 	q.dying = q.dying[:0]
 	if len(items) == 0 {
@@ -102,7 +104,7 @@ func (q *Queue) runMoves(items []moveItem) {
 	var recs []engine.Record
 	for k, it := range items {
 		a := &engine.Attrs{Origin: it.off, HasOrigin: true, Receives: it.recv, HasReceives: true}
-		if r, err := q.log.Read(it.off); err == nil {
+		if r, err := q.log.Read(it.stor); err == nil {
 			// A damaged record moves with an empty body: its origin says
 			// where to look.
 			recs = append(recs, r)
@@ -155,7 +157,7 @@ func (q *Queue) runMoves(items []moveItem) {
 // An item deleted meanwhile is left alone. Called with q.mu held.
 func (q *Queue) endMoves(items []moveItem, k int, back func(i int32, now int64)) (moved int, at uint64, err error) {
 	now := q.now()
-	var copied []uint64
+	var copied, recs []uint64
 	for j, it := range items {
 		i, ok := q.es.lookup(it.off)
 		if !ok || q.es.e[i].state != stMoving {
@@ -163,12 +165,13 @@ func (q *Queue) endMoves(items []moveItem, k int, back func(i int32, now int64))
 		}
 		if j < k {
 			copied = append(copied, it.off)
+			recs = append(recs, q.es.e[i].stor)
 			continue
 		}
 		q.es.unset(i)
 		back(i, now)
 	}
-	at, n, err := q.appendDeletes(copied)
+	at, n, err := q.appendDeletes(recs)
 	for j, off := range copied {
 		i, _ := q.es.lookup(off)
 		q.es.unset(i)
@@ -305,13 +308,13 @@ func (q *Queue) takeRedrive(n int) ([]moveItem, []engine.Record, error) {
 		if !ok {
 			continue
 		}
-		r, err := q.log.Read(x.off)
+		r, err := q.log.Read(x.stor)
 		if err != nil {
-			r = engine.Record{Offset: x.off} // damaged: moves with an empty body
+			r = engine.Record{Offset: x.stor} // damaged: moves with an empty body
 		}
 		q.es.unset(i)
 		q.es.set(i, stMoving, 0)
-		items = append(items, moveItem{off: x.off})
+		items = append(items, moveItem{off: x.off, stor: x.stor})
 		recs = append(recs, r)
 	}
 	return items, recs, nil

@@ -158,8 +158,8 @@ func (q *Queue) rebuildDedup() error {
 			continue // damaged or dropped: nothing to remember
 		}
 		a, err := r.Attrs()
-		if err != nil || a.Dedup == nil {
-			continue
+		if err != nil || a.Dedup == nil || a.HasMoved {
+			continue // a moved message's id was forgotten before its move
 		}
 		for k < len(probe) && r.Offset >= probe[k] {
 			k++

@@ -27,7 +27,7 @@ func (q *Queue) Delete(offset uint64) error {
 	i, ok, err := q.deletable(offset)
 	var at uint64
 	if ok {
-		if at, err = q.appendDelete(offset); err == nil {
+		if at, err = q.appendDelete(q.es.e[i].stor); err == nil {
 			q.es.unset(i)
 			q.finish(i, q.now())
 			q.counts.deleted++
@@ -71,22 +71,23 @@ func (q *Queue) DeleteBatch(offsets []uint64) error {
 		return engine.ErrClosed
 	}
 	var errs []error
-	var todo []uint64
+	var todo, recs []uint64 // the messages, and their records' offsets
 	seen := make(map[uint64]bool, len(offsets))
 	for _, off := range offsets {
 		if seen[off] {
 			continue
 		}
 		seen[off] = true
-		_, ok, err := q.deletable(off)
+		i, ok, err := q.deletable(off)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if ok {
 			todo = append(todo, off)
+			recs = append(recs, q.es.e[i].stor)
 		}
 	}
-	at, n, err := q.appendDeletes(todo)
+	at, n, err := q.appendDeletes(recs)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -113,21 +114,33 @@ func (q *Queue) DeleteBatch(offsets []uint64) error {
 // its offset is done, and the next message of its group, if it was
 // waiting, is placed. Called with q.mu held.
 func (q *Queue) finish(i int32, now int64) {
-	off := q.es.e[i].off
-	_, _ = q.t.Done(off) // registered at the cursor: never ErrUnknown
+	q.recordDone(q.es.e[i].stor)
 	if next := q.es.drop(i); next >= 0 && q.es.e[next].state == stWaiting {
 		q.es.unset(next)
 		q.placeFront(next, now)
 	}
 }
 
+// recordDone marks the record of a message done: in the in-flight table
+// when the cursor has passed it (registered there: never ErrUnknown), else
+// (a moved copy ahead of the cursor) in the skip set, which the cursor
+// steps over. Called with q.mu held.
+func (q *Queue) recordDone(stor uint64) {
+	if stor < q.t.Cursor() {
+		_, _ = q.t.Done(stor)
+		return
+	}
+	q.skip.add(stor, stor+1)
+}
+
 // Discard deletes the message at offset whatever its state in this
 // process: in flight, ready again, delayed, waiting in its group, or not
 // handed out yet. It is meant for tools (`pagelog queue delete`), which
 // run in a process that did not receive the message: the in-flight table
-// lives in the receiving process only. Discarding an offset already
-// deleted returns nil; one at or beyond the end gets an error wrapping
-// ErrNotFound.
+// lives in the receiving process only. The offset of a moved message's
+// copy (see Options.MaxHeldSegments) discards that message. Discarding an
+// offset already deleted returns nil; one at or beyond the end gets an
+// error wrapping ErrNotFound.
 func (q *Queue) Discard(offset uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
@@ -139,11 +152,20 @@ func (q *Queue) Discard(offset uint64) error {
 		return fmt.Errorf("%w: offset %d is at or beyond the end %d", engine.ErrNotFound, offset, next)
 	}
 	i, ok := q.es.lookup(offset)
+	if !ok {
+		// The offset of a moved message's copy (a tool reading the log
+		// sees it) names that message.
+		i, ok = q.es.moved[offset]
+	}
 	if !ok && (offset < q.t.Cursor() || q.skipped(offset)) {
 		q.mu.Unlock()
 		return nil // deleted already
 	}
-	at, err := q.appendDelete(offset)
+	rec := offset
+	if ok {
+		rec = q.es.e[i].stor
+	}
+	at, err := q.appendDelete(rec)
 	if err == nil {
 		if ok {
 			q.es.unset(i)
@@ -161,7 +183,8 @@ func (q *Queue) Discard(offset uint64) error {
 	return q.waitDelete(at)
 }
 
-// appendDeletes appends the delete records of offsets with one append and
+// appendDeletes appends the delete records of offsets (the offsets of the
+// messages' records) with one append and
 // returns the last one's offset in the delete log and how many it wrote
 // (the first n: an error names the offsets after them). Called with q.mu
 // held (or at open), so that records and q.buckets agree.
@@ -242,7 +265,7 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 		if deadline > x.at && x.pin == 0 {
 			// The body stays valid until the new deadline (a first
 			// hand-out's is pinned while in flight already).
-			if r, err := q.log.Read(offset); err == nil {
+			if r, err := q.log.Read(x.stor); err == nil {
 				q.pins.push(deadline, r)
 			}
 		}

@@ -14,6 +14,27 @@
 // log, with MaxReceives). The dead-letter queue is a queue directory of
 // its own, <dir>.dead by default. FORMAT.md describes every file.
 //
+// # Held segments
+//
+// A message that never finishes (stuck in flight, failing again and
+// again, delayed far ahead) would hold the head, and with it every
+// segment after it. Options.MaxHeldSegments (default 4) bounds that: when
+// the oldest segment of the message log holds only a few live messages
+// (at most MaxMovedPerSegment and at most an eighth of its records, or a
+// single one) and more than MaxHeldSegments segments follow it, the queue
+// copies those messages to the end of the log, each with the `moved`
+// attribute (the offset consumers know it by, kept through repeated
+// moves) and `receives` (its receive count), and the next head checkpoint
+// removes the segment. The queue looks at each head checkpoint and every
+// 64 sends. Consumers see no change: a moved message keeps its Offset,
+// body, receive count, due time and group, Delete of that offset works,
+// and it is ordered by that offset (in the ready list, in its group, after
+// a restart). Delete and receive-count records name the copy, so the side
+// logs are trimmed with the head while the queue runs. A crash in the
+// middle of a move leaves the original and its copy (or several copies):
+// they are one message, handed out once, and deleted when any of them is.
+// Open reads the log from the head to find the copies.
+//
 // # Lifetimes
 //
 // Open returns a Queue that owns its directory (and its dead-letter

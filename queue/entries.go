@@ -40,7 +40,8 @@ const (
 // entry is one message. at is the due time (delayed, and waiting: 0 when
 // none) or the deadline (in flight), in the queue's time.
 type entry struct {
-	off    uint64
+	off    uint64 // the offset consumers know the message by
+	stor   uint64 // the offset of its record: off, or its newest moved copy's
 	at     int64
 	recv   uint32 // receives, those restored from the receive-count log included
 	pos    int32  // position in its heap, -1 when in none
@@ -70,8 +71,9 @@ type entries struct {
 	e      []entry
 	free   []int32
 	byOff  map[uint64]int32
-	due    heap // delayed entries by due time, then offset
-	flight heap // in-flight entries by deadline, then offset (apart from due, so that a
+	moved  map[uint64]int32 // entries whose record is a moved copy, by the copy's offset
+	due    heap             // delayed entries by due time, then offset
+	flight heap             // in-flight entries by deadline, then offset (apart from due, so that a
 	// backlog of delayed messages costs the hand-outs nothing)
 	ready  heap // ready entries by offset
 	n      [nStates]int
@@ -93,7 +95,7 @@ type entries struct {
 }
 
 func newEntries() *entries {
-	es := &entries{byOff: map[uint64]int32{}, byGroup: map[string]int32{}}
+	es := &entries{byOff: map[uint64]int32{}, moved: map[uint64]int32{}, byGroup: map[string]int32{}}
 	byTime := func(a, b int32) bool {
 		x, y := &es.e[a], &es.e[b]
 		return x.at < y.at || x.at == y.at && x.off < y.off
@@ -108,7 +110,7 @@ func newEntries() *entries {
 // group g ("" for none), and returns its index.
 func (es *entries) add(off uint64, recv uint32, g []byte) int32 {
 	i := slabAlloc(&es.e, &es.free)
-	es.e[i] = entry{off: off, recv: recv, pos: -1, group: -1, state: nStates}
+	es.e[i] = entry{off: off, stor: off, recv: recv, pos: -1, group: -1, state: nStates}
 	es.byOff[off] = i
 	if g != nil {
 		k, ok := es.byGroup[string(g)]
@@ -116,12 +118,24 @@ func (es *entries) add(off uint64, recv uint32, g []byte) int32 {
 			k = es.newGroup(string(g))
 		}
 		es.e[i].group = k
-		es.groups[k].line = append(es.groups[k].line, i)
+		es.groups[k].insert(es, i)
 		if es.groups[k].size() == 2 {
 			es.nWaiting++
 		}
 	}
 	return i
+}
+
+// insert puts entry i in the line in offset order. Entries come in offset
+// order but for a moved message found at open after a crash in the middle
+// of its move (see restoreMoved): never in front of the front, which may
+// be handed out already.
+func (g *group) insert(es *entries, i int32) {
+	k := len(g.line)
+	for k > g.first+1 && es.e[g.line[k-1]].off > es.e[i].off {
+		k--
+	}
+	g.line = slices.Insert(g.line, k, i)
 }
 
 func (es *entries) newGroup(name string) int32 {
@@ -142,6 +156,18 @@ func slabAlloc[T any](slab *[]T, free *[]int32) int32 {
 	var zero T
 	*slab = append(*slab, zero)
 	return int32(len(*slab) - 1)
+}
+
+// setStor makes the record at stor, a moved copy, entry i's record.
+func (es *entries) setStor(i int32, stor uint64) {
+	x := &es.e[i]
+	if x.stor != x.off {
+		delete(es.moved, x.stor)
+	}
+	x.stor = stor
+	if stor != x.off {
+		es.moved[stor] = i
+	}
 }
 
 // lookup returns the index of the entry of off.
@@ -336,6 +362,9 @@ func (es *entries) releasePins() {
 func (es *entries) drop(i int32) int32 {
 	x := es.e[i]
 	delete(es.byOff, x.off)
+	if x.stor != x.off {
+		delete(es.moved, x.stor)
+	}
 	es.e[i] = entry{pos: -1, group: -1, state: nStates}
 	es.free = append(es.free, i)
 	if x.group < 0 {

@@ -40,6 +40,16 @@ type Options struct {
 	// created) with the queue when MaxReceives > 0 or DeadLetterDir is set,
 	// and the sibling also when it holds a queue already.
 	DeadLetterDir string
+	// MaxHeldSegments bounds the message-log segments that a message
+	// which never finishes (stuck in flight, failing again and again,
+	// delayed far ahead) holds on disk: when the oldest segment holds only
+	// a few live messages (at most MaxMovedPerSegment and at most an
+	// eighth of its records, or a single one) and more than
+	// MaxHeldSegments segments follow it, those messages are copied to
+	// the end of the log, each keeping the offset it is known by (see
+	// Queue), and the next head checkpoint removes the segment. 0 means
+	// the default, DefaultMaxHeldSegments; negative is refused.
+	MaxHeldSegments int
 }
 
 // SendOptions are a message's delivery options (SendWith).
@@ -74,6 +84,11 @@ const (
 	MaxDedupWindow = 365 * 24 * time.Hour
 	// MaxIDBytes is the longest Group or DedupID.
 	MaxIDBytes = 128
+	// DefaultMaxHeldSegments is the default of Options.MaxHeldSegments.
+	DefaultMaxHeldSegments = 4
+	// MaxMovedPerSegment is the most live messages the oldest segment may
+	// hold for them to be moved out of it (see Options.MaxHeldSegments).
+	MaxMovedPerSegment = 64
 )
 
 // recycledSegments is how many spare segment files of its message log a
@@ -99,6 +114,11 @@ func (o Options) withDefaults(dir string) (Options, error) {
 		return bad("DedupWindow %v outside [0, %v] (0: %v)", o.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
 	case o.MaxReceives < 0:
 		return bad("MaxReceives %d is negative (0: unlimited)", o.MaxReceives)
+	case o.MaxHeldSegments < 0:
+		return bad("MaxHeldSegments %d is negative (0: %d)", o.MaxHeldSegments, DefaultMaxHeldSegments)
+	}
+	if o.MaxHeldSegments == 0 {
+		o.MaxHeldSegments = DefaultMaxHeldSegments
 	}
 	if o.Visibility == 0 {
 		o.Visibility = DefaultVisibility

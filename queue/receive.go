@@ -128,7 +128,7 @@ func (q *Queue) handOut() (handOutcome, error) {
 		x.recv++
 	}
 	if q.opts.MaxReceives > 0 {
-		at, err := q.appendReceive(x.off, x.recv)
+		at, err := q.appendReceive(x.stor, x.recv)
 		if err != nil {
 			x.recv--
 			x.handed = wasHanded
@@ -156,7 +156,7 @@ func (q *Queue) handOut() (handOutcome, error) {
 		// pins), under the lock: nothing can delete the
 		// message and drop its segment in between.
 		var err error
-		if r, err = q.log.Read(x.off); err != nil {
+		if r, err = q.log.Read(x.stor); err != nil {
 			return h, err
 		}
 	}
@@ -193,11 +193,26 @@ func (q *Queue) scan(now int64) (i int32, r engine.Record, rerr error, found boo
 				rerr = fmt.Errorf("%w: offset %d: %w", engine.ErrCorrupt, c, rerr)
 			}
 		}
+		key := c // the offset the message is known by
+		if rerr == nil && a.HasMoved {
+			key = a.Moved
+		}
+		if known, err := q.knownCopy(c, key); known || err != nil {
+			r.Release()
+			if err != nil {
+				return 0, engine.Record{}, nil, false, err
+			}
+			continue
+		}
 		if err := q.t.Add(c, math.MaxInt64); err != nil {
 			r.Release()
 			return 0, engine.Record{}, nil, false, fmt.Errorf("pagelog: queue hand-out of %d: %w", c, err)
 		}
-		i = es.add(c, q.restored.take(c), a.Group)
+		i = es.add(key, q.restored.take(c), a.Group)
+		if key != c {
+			es.setStor(i, c)
+			es.e[i].recv = max(es.e[i].recv, a.Receives)
+		}
 		if a.HasDue {
 			es.e[i].at = q.dueTime(a.Due)
 		}

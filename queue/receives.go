@@ -58,6 +58,16 @@ func (r *restoredCounts) take(off uint64) uint32 {
 	return n
 }
 
+// peek returns the restored count of off (0 when none) and forgets
+// nothing.
+func (r *restoredCounts) peek(off uint64) uint32 {
+	k, ok := slices.BinarySearchFunc(r.c, off, func(x counted, v uint64) int { return cmpU64(x.off, v) })
+	if !ok {
+		return 0
+	}
+	return r.c[k].recv
+}
+
 // replayReceives reads the receive-count log: the highest count of each
 // message at or above head, how many good records it read, and why the
 // damaged ones are. each, when not nil, gets every good record's offset

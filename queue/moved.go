@@ -1,0 +1,364 @@
+package queue
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/inflight"
+)
+
+// Moves. A message that never finishes (in flight again and again, failing,
+// delayed far ahead) holds the head, and the head holds every segment after
+// it. When the oldest segment of the message log holds only a few live
+// messages (at most MaxMovedPerSegment, and at most an eighth of its records; the
+// cursor past it) and more than Options.MaxHeldSegments segments follow it,
+// those messages are copied to the end of the log with one append: body,
+// due, group, dedup id and origin as they were, `moved` = the offset
+// consumers know the message by (kept through repeated moves) and
+// `receives` = its receive count. Each message's entry keeps its offset
+// and points at its copy (entry.stor); the original's offset is done, so
+// the head passes the segment, and the next head checkpoint removes it (the
+// copies are synced first, whatever the sync policy).
+//
+// Everything that names a message's record (delete records, receive-count
+// records, reads) names the copy: the side logs' records name offsets at
+// or above the head, and are removed with it, as for any message. Open
+// finds the copies in the log after the head (restoreMoved) and makes
+// their entries before the cursor moves, so that they are ordered by the
+// offset consumers know, in the ready list and in their groups. A crash
+// in the middle of a move leaves the original and the copy, or several
+// copies: they are one message (the newest copy is its record, the others
+// are done when the cursor reaches them), deleted when any of them is.
+
+// moveCheckEvery is how many sends pass between two looks at the log's
+// segment count (besides each head checkpoint).
+const moveCheckEvery = 64
+
+// moveState is what the queue keeps about moves. Guarded by Queue.mu but
+// for the atomics.
+type moveState struct {
+	sends    atomic.Uint64 // sends since the last look
+	kicked   atomic.Bool   // a look runs on its own goroutine
+	unsynced bool          // copies were appended that the next head checkpoint must sync first
+	refused  [2]uint64     // the oldest segment's base and the head of the last refused move (1+)
+	moved    uint64        // messages moved since open
+}
+
+// noteSends counts n sends and, every moveCheckEvery, looks whether the
+// log holds more segments than MaxHeldSegments allows, in which case it
+// starts a move and checkpoint on a goroutine of its own.
+func (q *Queue) noteSends(n int) {
+	if q.mv.sends.Add(uint64(n)) < moveCheckEvery {
+		return
+	}
+	q.mv.sends.Store(0)
+	if q.log.Stats().Segments <= q.opts.MaxHeldSegments+1 || !q.mv.kicked.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer q.mv.kicked.Store(false)
+		q.ck.mu.Lock()
+		defer q.ck.mu.Unlock()
+		if q.ck.stopped {
+			return
+		}
+		if n, _ := q.moveHeld(true); n > 0 {
+			_ = q.checkpoint() // reported by Stats; the next tick tries again
+		}
+	}()
+}
+
+// moveHeld moves the live messages out of the oldest segment of the
+// message log when the rules above allow it, and returns how many it
+// moved. kicked tells a look between checkpoints, which does not repeat a
+// look refused at the same oldest segment and head. Called with q.ck.mu
+// held.
+func (q *Queue) moveHeld(kicked bool) (int, error) {
+	if q.log.Stats().Segments <= q.opts.MaxHeldSegments+1 {
+		return 0, nil
+	}
+	b0, b1, ok := q.oldestSegment()
+	if !ok {
+		return 0, nil
+	}
+	now := q.now()
+	if low, ok := q.dedup.low(now); ok && low < b1 {
+		return 0, nil // the dedup window keeps the segment anyway
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return 0, nil
+	}
+	head, cursor := q.t.Head(), q.t.Cursor()
+	if head >= b1 || cursor < b1 {
+		return 0, nil // nothing holds it, or the queue has not looked at all of it
+	}
+	key := [2]uint64{b0 + 1, head + 1}
+	if kicked && q.mv.refused == key {
+		return 0, nil
+	}
+	live, ok := q.liveIn(b0, b1)
+	if !ok {
+		q.mv.refused = key
+		return 0, nil
+	}
+	q.mv.refused = [2]uint64{}
+	return q.moveOut(live)
+}
+
+// oldestSegment returns the base offsets of the message log's two oldest
+// segments, read from the directory (the engine does not list its
+// segments).
+func (q *Queue) oldestSegment() (b0, b1 uint64, ok bool) {
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return 0, 0, false
+	}
+	first := q.log.First()
+	var bases []uint64
+	for _, e := range ents {
+		name, found := strings.CutSuffix(e.Name(), ".log")
+		if !found || len(name) != 20 {
+			continue
+		}
+		b, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || b < first {
+			continue
+		}
+		bases = append(bases, b)
+		if len(bases) == 2 {
+			break // names sort as numbers
+		}
+	}
+	if len(bases) < 2 || bases[0] != first {
+		return 0, 0, false
+	}
+	return bases[0], bases[1], true
+}
+
+// liveIn returns the entries of the live messages whose records lie in
+// [b0, b1), in offset order of their records, ok false when they are too
+// many to move or one is being moved to the dead letters. Called with q.mu
+// held.
+func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
+	limit := max(1, min(MaxMovedPerSegment, int((b1-b0)/8)))
+	head := max(q.t.Head(), b0)
+	var live []int32
+	add := func(i int32) bool {
+		if st := q.es.e[i].state; st == stDying || st == stMoving {
+			return false
+		}
+		live = append(live, i)
+		return len(live) <= limit
+	}
+	if uint64(len(q.es.byOff)) < b1-head {
+		for _, i := range q.es.byOff {
+			if s := q.es.e[i].stor; s >= head && s < b1 && !add(i) {
+				return nil, false
+			}
+		}
+		slices.SortFunc(live, func(a, b int32) int { return cmpU64(q.es.e[a].stor, q.es.e[b].stor) })
+		return live, true
+	}
+	for off := head; off < b1; off++ {
+		if st := q.t.State(off); st != inflight.StateInFlight && st != inflight.StateReady {
+			continue
+		}
+		i, ok := q.es.moved[off]
+		if !ok {
+			if i, ok = q.es.lookup(off); !ok {
+				continue // registered but without an entry: cannot happen
+			}
+		}
+		if !add(i) {
+			return nil, false
+		}
+	}
+	return live, true
+}
+
+func cmpU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// moveOut copies the messages of live to the end of the log with one
+// append, makes each copy its message's record and marks the originals
+// done. A record that cannot be read is not moved (nor are the others:
+// the segment stays). Called with q.mu held: neither a delete nor the
+// cursor runs in between.
+func (q *Queue) moveOut(live []int32) (int, error) {
+	if len(live) == 0 {
+		return 0, nil
+	}
+	bodies := make([][]byte, len(live))
+	attrs := make([]*engine.Attrs, len(live))
+	recs := make([]engine.Record, 0, len(live))
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for k, i := range live {
+		x := &q.es.e[i]
+		r, err := q.log.Read(x.stor)
+		if err != nil {
+			return 0, fmt.Errorf("pagelog: move of message %d (record %d): %w", x.off, x.stor, err)
+		}
+		recs = append(recs, r)
+		ra, err := r.Attrs()
+		if err != nil {
+			return 0, fmt.Errorf("pagelog: move of message %d (record %d): %w", x.off, x.stor, err)
+		}
+		bodies[k] = r.Body
+		attrs[k] = &engine.Attrs{
+			Due: ra.Due, HasDue: ra.HasDue, Group: ra.Group, Dedup: ra.Dedup,
+			Origin: ra.Origin, HasOrigin: ra.HasOrigin,
+			Receives: x.recv, HasReceives: true,
+			Moved: x.off, HasMoved: true,
+		}
+	}
+	first, n, err := q.log.AppendBatch(bodies, attrs)
+	for k := range n {
+		i := live[k]
+		old := q.es.e[i].stor
+		q.es.setStor(i, first+uint64(k))
+		_, _ = q.t.Done(old) // below the cursor: registered
+	}
+	if n > 0 {
+		q.mv.unsynced = true
+		q.mv.moved += uint64(n)
+	}
+	if err != nil {
+		err = fmt.Errorf("pagelog: move of %d messages: %d copied: %w", len(live), n, err)
+	}
+	return n, err
+}
+
+// syncMoved makes the copies of the moves since the last head checkpoint
+// durable, before a checkpoint lets the head pass their originals.
+// Called with q.ck.mu held.
+func (q *Queue) syncMoved() error {
+	q.mu.Lock()
+	unsynced := q.mv.unsynced
+	q.mu.Unlock()
+	if !unsynced {
+		return nil
+	}
+	if err := q.log.Sync(); err != nil {
+		return fmt.Errorf("pagelog: sync of moved messages: %w", err)
+	}
+	q.mu.Lock()
+	q.mv.unsynced = false
+	q.mu.Unlock()
+	return nil
+}
+
+// movedCopy is a moved record found at open.
+type movedCopy struct {
+	key    uint64 // the offset consumers know the message by
+	stor   uint64 // the copy's offset
+	recv   uint32
+	due    int64
+	group  []byte
+	hasDue bool
+}
+
+// restoreMoved finds the moved copies in the log from the cursor on and
+// makes their messages' entries, in the order of the offsets consumers
+// know, so that they are handed out in that order, before and in their
+// groups. A message of which a copy, or the original, is deleted is
+// deleted (every copy of it joins the skip set). Called at open.
+func (q *Queue) restoreMoved() error {
+	from := q.t.Cursor()
+	byKey := map[uint64][]movedCopy{}
+	for r, err := range q.log.Records(from) {
+		if err != nil {
+			continue // damaged: the cursor hands it out as such
+		}
+		a, err := r.Attrs()
+		if err != nil || !a.HasMoved {
+			continue
+		}
+		byKey[a.Moved] = append(byKey[a.Moved], movedCopy{
+			key: a.Moved, stor: r.Offset, recv: a.Receives,
+			due: a.Due, hasDue: a.HasDue, group: slices.Clone(a.Group),
+		})
+	}
+	if len(byKey) == 0 {
+		return nil
+	}
+	keys := make([]uint64, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	now := q.now()
+	for _, key := range keys {
+		copies := byKey[key]
+		deleted := key >= from && q.skip.contains(key)
+		for _, c := range copies {
+			deleted = deleted || q.skip.contains(c.stor)
+		}
+		if deleted {
+			for _, c := range copies {
+				q.skip.add(c.stor, c.stor+1)
+			}
+			if key >= from {
+				q.skip.add(key, key+1)
+			}
+			continue
+		}
+		newest := copies[len(copies)-1]
+		recv := q.restored.peek(key)
+		for _, c := range copies {
+			recv = max(recv, c.recv, q.restored.peek(c.stor))
+		}
+		if _, ok := q.es.lookup(key); ok {
+			return fmt.Errorf("%w: message %d found twice", engine.ErrCorrupt, key) // cannot happen: keys are distinct
+		}
+		i := q.es.add(key, recv, newest.group)
+		q.es.setStor(i, newest.stor)
+		if newest.hasDue {
+			q.es.e[i].at = q.dueTime(newest.due)
+		}
+		if q.es.front(i) {
+			q.placeFront(i, now)
+		} else {
+			q.es.set(i, stWaiting, q.es.e[i].at)
+		}
+	}
+	q.armTimer(now)
+	return nil
+}
+
+// knownCopy handles a record at the cursor c whose message has an entry
+// already (key: its moved attribute, else c): the moved copy that is its
+// record, registered live, or a stale one (an older copy, or the original
+// after a crash in the middle of a move), registered done. Called with
+// q.mu held, by scan.
+func (q *Queue) knownCopy(c, key uint64) (known bool, err error) {
+	i, ok := q.es.lookup(key)
+	if !ok {
+		return false, nil
+	}
+	if err := q.t.Add(c, math.MaxInt64); err != nil {
+		return true, fmt.Errorf("pagelog: queue hand-out of %d: %w", c, err)
+	}
+	if q.es.e[i].stor != c {
+		_, _ = q.t.Done(c)
+	}
+	return true, nil
+}
