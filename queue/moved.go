@@ -322,6 +322,15 @@ func (q *Queue) restoreMoved() error {
 			continue
 		}
 		newest := copies[len(copies)-1]
+		// The older copies, and the original when the log still holds it
+		// (a crash in the middle of a move), are done: the cursor steps
+		// over them.
+		for _, c := range copies[:len(copies)-1] {
+			q.skip.add(c.stor, c.stor+1)
+		}
+		if key >= from {
+			q.skip.add(key, key+1)
+		}
 		recv := q.restored.peek(key)
 		for _, c := range copies {
 			recv = max(recv, c.recv, q.restored.peek(c.stor))
@@ -346,9 +355,10 @@ func (q *Queue) restoreMoved() error {
 
 // knownCopy handles a record at the cursor c whose message has an entry
 // already (key: its moved attribute, else c): the moved copy that is its
-// record, registered live, or a stale one (an older copy, or the original
-// after a crash in the middle of a move), registered done. Called with
-// q.mu held, by scan.
+// record, registered live, or a stale one, registered done (restoreMoved
+// puts the stale ones it finds in the skip set, and a move leaves none
+// ahead of the cursor: this is a safeguard). Called with q.mu held, by
+// scan.
 func (q *Queue) knownCopy(c, key uint64) (known bool, err error) {
 	i, ok := q.es.lookup(key)
 	if !ok {

@@ -1,9 +1,17 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 // One message stays in flight while thousands pass: it is moved (more than
@@ -82,5 +90,394 @@ func TestQueueMovedRedeliveries(t *testing.T) {
 	st := q.Stats()
 	if len(sent) > 0 || st.Moved == 0 || st.Messages != 0 {
 		t.Fatalf("%d messages never deleted; %+v", len(sent), st)
+	}
+}
+
+// dirUsage returns the message-log segments in dir, the bytes of every
+// file below it (side logs and checkpoints too) but the engine's spare
+// files, and the bytes of those: the next segment prepared ahead and the
+// files of dropped segments kept for reuse (engine.Options.RecycleSegments).
+func dirUsage(t *testing.T, dir string) (segments int, bytes, spare int64) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed (or renamed for reuse) while the walk ran
+		}
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if name := d.Name(); strings.HasPrefix(name, "prepared.") || strings.HasPrefix(name, "recycled-") {
+			spare += info.Size()
+			return nil
+		}
+		bytes += info.Size()
+		if name := d.Name(); filepath.Dir(path) == dir && len(name) == 24 && strings.HasSuffix(name, ".log") {
+			segments++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segments, bytes, spare
+}
+
+// A queue runs with one message that never finishes (stuck in flight, or
+// failing again and again) while many segments' worth of messages pass:
+// the message log's segments, and the bytes of everything in the
+// directory, side logs included, stay bounded while it runs.
+func TestQueueMovedDiskBounded(t *testing.T) {
+	old := deleteSegmentBytes
+	deleteSegmentBytes = 4 << 10
+	t.Cleanup(func() { deleteSegmentBytes = old })
+	const segBytes = 64 << 10
+	for _, failing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failing=%v", failing), func(t *testing.T) {
+			dir := t.TempDir()
+			clock := newFakeClock()
+			q := openTestQueue(t, dir, clock, func(o *Options) {
+				o.Log.SegmentBytes = segBytes
+				o.MaxReceives = 1 << 30 // the receive-count log is written
+				o.Visibility = time.Hour
+				if failing {
+					o.Visibility = time.Second
+				}
+			})
+			defer mustCloseQueue(t, q)
+			stuck := mustSend(t, q, "stuck")
+			if m, ok := tryRecv(t, q); !ok || m.Offset != stuck {
+				t.Fatal("the first message was not handed out")
+			}
+			body := strings.Repeat("x", 1000)
+			maxSegs, maxBytes, maxSpare, receives := 0, int64(0), int64(0), 1
+			const n = 8 << 10 // 8 MiB, 128 segments
+			for i := range n {
+				mustSend(t, q, body)
+				m, ok := tryRecv(t, q)
+				if !ok {
+					t.Fatalf("message %d: nothing to receive", i)
+				}
+				if m.Offset == stuck {
+					receives++ // failing: it came back, and fails again
+					if m.Receives != receives || string(m.Body) != "stuck" {
+						t.Fatalf("the stuck message came back with %d receives and body %q, want %d", m.Receives, m.Body, receives)
+					}
+					if m, ok = tryRecv(t, q); !ok {
+						t.Fatalf("message %d: nothing to receive", i)
+					}
+				}
+				mustDelete(t, q, m.Offset)
+				if i%64 == 63 {
+					clock.Advance(time.Second) // a checkpoint; a failing message's deadline passes
+				}
+				if i > n/8 && i%16 == 0 {
+					segs, bytes, spare := dirUsage(t, dir)
+					maxSegs, maxBytes, maxSpare = max(maxSegs, segs), max(maxBytes, bytes), max(maxSpare, spare)
+				}
+			}
+			st := q.Stats()
+			t.Logf("at most %d segments, %d bytes in the directory and %d in the engine's spare files; %d moves, %d receives of the stuck message",
+				maxSegs, maxBytes, maxSpare, st.Moved, receives)
+			if limit := q.opts.MaxHeldSegments + 2; maxSegs > limit {
+				t.Errorf("the message log held %d segments, more than MaxHeldSegments + 2 = %d", maxSegs, limit)
+			}
+			// The queue's part: its segments (the active one may be
+			// allocated beyond SegmentBytes, up to twice here), indexes and
+			// side logs, within MaxHeldSegments + 4 segments' worth; the
+			// engine's spare files (the next segment prepared ahead, one kept
+			// for reuse) come on top, up to 3 segments' worth.
+			if limit := int64(q.opts.MaxHeldSegments+4+1) * segBytes; maxBytes > limit {
+				t.Errorf("the directory held %d bytes, more than (MaxHeldSegments + 5) segments = %d", maxBytes, limit)
+			}
+			if limit := int64(3) * segBytes; maxSpare > limit {
+				t.Errorf("the engine's spare files held %d bytes, more than 3 segments' worth", maxSpare)
+			}
+			if st.Moved == 0 || st.Messages != 1 || (failing && receives < 10) {
+				t.Errorf("nothing moved, or not one message left, or the failing one did not fail: %+v", st)
+			}
+			if t.Failed() {
+				_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+					if err == nil && !d.IsDir() {
+						if info, err := d.Info(); err == nil {
+							t.Logf("%8d %s", info.Size(), path[len(dir):])
+						}
+					}
+					return nil
+				})
+			}
+
+		})
+	}
+}
+
+// fillPast sends, receives and deletes n messages, with a head checkpoint
+// every 64: the messages left live before them get moved.
+func fillPast(t *testing.T, q *Queue, clock *fakeClock, n int) {
+	t.Helper()
+	for i := range n {
+		off := mustSend(t, q, fmt.Sprint("filler ", i))
+		m, ok := tryRecv(t, q)
+		if !ok || m.Offset != off {
+			t.Fatalf("filler %d (offset %d): got %v %+v", i, off, ok, m)
+		}
+		mustDelete(t, q, off)
+		if i%64 == 63 && clock != nil {
+			clock.Advance(time.Second)
+		}
+	}
+}
+
+// Moved messages keep working across a restart: an in-flight grouped one
+// comes back first (ordered by its offset, before a later message), keeps
+// its body, receive count and group (its group's next one waits for it),
+// a delayed one keeps its due time, and deleted moved messages stay
+// deleted.
+func TestQueueMovedRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	opts := func(o *Options) {
+		o.Visibility = time.Hour
+		o.MaxReceives = 100 // receive counts survive the restart
+	}
+	q := openTestQueue(t, dir, clock, opts)
+	a := mustSendWith(t, q, "a", SendOptions{Group: "g"})
+	b := mustSendWith(t, q, "b", SendOptions{Group: "g"})
+	c := mustSendWith(t, q, "c", SendOptions{Delay: 2 * time.Hour})
+	if m, ok := tryRecv(t, q); !ok || m.Offset != a {
+		t.Fatalf("first hand-out: %v %+v", ok, m)
+	}
+	fillPast(t, q, clock, 1500)
+	if st := q.Stats(); st.Moved < 3 || q.log.First() <= c {
+		t.Fatalf("the held messages were not moved: %+v, log from %d", st, q.log.First())
+	}
+	e := mustSend(t, q, "e") // not received before the restart
+	mustCloseQueue(t, q)
+
+	q = openTestQueue(t, dir, clock, opts)
+	var got []Message
+	for {
+		m, ok := tryRecv(t, q)
+		if !ok {
+			break
+		}
+		got = append(got, m)
+	}
+	if len(got) != 2 || got[0].Offset != a || string(got[0].Body) != "a" || got[0].Receives != 2 || got[0].Group != "g" || got[1].Offset != e {
+		t.Fatalf("after the restart, hand-outs %+v: want a (%d, receives 2, group g) then e (%d)", got, a, e)
+	}
+	mustDelete(t, q, a)
+	m, ok := tryRecv(t, q)
+	if !ok || m.Offset != b || string(m.Body) != "b" || m.Group != "g" {
+		t.Fatalf("after a's delete: %v %+v, want b (%d)", ok, m, b)
+	}
+	mustDelete(t, q, b)
+	if m, ok := tryRecv(t, q); ok {
+		t.Fatalf("c handed out before its due time: %+v", m)
+	}
+	clock.Advance(2 * time.Hour)
+	m, ok = tryRecv(t, q)
+	if !ok || m.Offset != c || string(m.Body) != "c" {
+		t.Fatalf("after c's due time: %v %+v, want c (%d)", ok, m, c)
+	}
+	mustDelete(t, q, c)
+	mustDelete(t, q, e)
+	mustCloseQueue(t, q)
+
+	q = openTestQueue(t, dir, clock, opts)
+	defer mustCloseQueue(t, q)
+	clock.Advance(time.Hour)
+	if ms := drain(t, q); len(ms) != 0 {
+		t.Fatalf("deleted messages came back: %+v", ms)
+	}
+	if st := q.Stats(); st.Messages != 0 {
+		t.Fatalf("after the second restart: %+v", st)
+	}
+}
+
+// A crash in the middle of a move (the copies appended, the head
+// checkpoint not written, the old segment not removed) hands each moved
+// message out again, never loses it: exactly once after a process crash
+// (the files as they are), at least once after a power failure (the files
+// as powerCopy leaves them: the unsynced copies may be torn, the originals
+// are there).
+func TestQueueMovedCrashMidMove(t *testing.T) {
+	for round := range 2 * *crashRounds {
+		power := round%2 == 1
+		dir := t.TempDir()
+		clock := newFakeClock()
+		q := openTestQueue(t, dir, clock, func(o *Options) {
+			o.Visibility = time.Hour
+			o.CheckpointInterval = time.Hour
+			o.MaxReceives = 100
+		})
+		q.ck.mu.Lock() // neither a checkpoint nor a move runs but ours
+		var stuck []uint64
+		for i := range 3 {
+			off := mustSend(t, q, fmt.Sprint("stuck ", i))
+			if m, ok := tryRecv(t, q); !ok || m.Offset != off {
+				t.Fatalf("stuck %d: %v %+v", i, ok, m)
+			}
+			stuck = append(stuck, off)
+		}
+		fillPast(t, q, nil, 800)
+		if err := errors.Join(q.log.Sync(), q.dels.Sync()); err != nil {
+			t.Fatal(err) // what came before the move is durable
+		}
+		n, err := q.moveHeld(false)
+		if err != nil || n != len(stuck) {
+			q.ck.mu.Unlock()
+			t.Fatalf("round %d: moved %d, %v; want %d", round, n, err, len(stuck))
+		}
+		disk := t.TempDir()
+		if power {
+			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), q, disk)
+		} else {
+			copyTree(t, dir, disk)
+		}
+		q.ck.mu.Unlock()
+		mustCloseQueue(t, q)
+
+		q = openTestQueue(t, disk, clock, func(o *Options) { o.Visibility = time.Hour })
+		seen := map[uint64]int{}
+		for {
+			m, ok, err := q.TryReceive()
+			if !ok {
+				break
+			}
+			if err == nil && !strings.HasPrefix(string(m.Body), "stuck") && !(power && strings.HasPrefix(string(m.Body), "filler")) {
+				t.Errorf("round %d: offset %d handed out with body %q", round, m.Offset, m.Body)
+			}
+			if err != nil && !power {
+				t.Errorf("round %d: offset %d damaged after a process crash: %v", round, m.Offset, err)
+			}
+			if err == nil && strings.HasPrefix(string(m.Body), "stuck") {
+				seen[m.Offset]++
+			}
+			mustDelete(t, q, m.Offset)
+		}
+		for i, off := range stuck {
+			switch {
+			case seen[off] == 0:
+				t.Errorf("round %d (power %v): moved message %d (offset %d) lost", round, power, i, off)
+			case seen[off] > 1:
+				t.Errorf("round %d (power %v): moved message %d (offset %d) handed out %d times", round, power, i, off, seen[off])
+			}
+		}
+		mustCloseQueue(t, q)
+		q = openTestQueue(t, disk, clock, nil...)
+		if ms := drain(t, q); len(ms) != 0 {
+			t.Errorf("round %d: deleted after the crash, back after a restart: %+v", round, ms)
+		}
+		mustCloseQueue(t, q)
+	}
+}
+
+// The features of the queue keep working with moved messages while it
+// runs: a grouped message's next one waits for it, a delayed one keeps its
+// due time, a failing one goes to the dead letters with its offset and
+// count, and a remembered dedup id keeps its segment from being moved
+// until the window passes.
+func TestQueueMovedFeatures(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	q := openTestQueue(t, dir, clock, func(o *Options) {
+		o.Visibility = time.Hour
+		o.MaxReceives = 2
+		o.DedupWindow = time.Minute
+	})
+	defer mustCloseQueue(t, q)
+	a := mustSendWith(t, q, "a", SendOptions{Group: "g"})
+	b := mustSendWith(t, q, "b", SendOptions{Group: "g"})
+	c := mustSendWith(t, q, "c", SendOptions{Delay: 3 * time.Hour})
+	d := mustSendWith(t, q, "d", SendOptions{DedupID: "d"})
+	for _, want := range []uint64{a, d} {
+		if m, ok := tryRecv(t, q); !ok || m.Offset != want {
+			t.Fatalf("hand-out: %v %+v, want %d", ok, m, want)
+		}
+	}
+	for range 30 {
+		fillPast(t, q, nil, 64)
+		clock.Advance(time.Second) // a checkpoint; the window not passed
+	}
+	if q.Stats().Moved != 0 || q.log.First() != a {
+		t.Fatalf("moved while a dedup id of the segment is remembered: %+v", q.Stats())
+	}
+	clock.Advance(time.Minute) // the window passes: the segment may go
+	fillPast(t, q, clock, 1000)
+	if st := q.Stats(); st.Moved < 4 || q.log.First() <= d {
+		t.Fatalf("not moved once the window passed: %+v, log from %d", st, q.log.First())
+	}
+	if off := mustSendWith(t, q, "d again", SendOptions{DedupID: "d"}); off == d {
+		t.Fatalf("dedup id remembered past its window")
+	}
+
+	mustDelete(t, q, a) // the group's next one comes
+	m, ok := tryRecv(t, q)
+	if !ok || m.Offset != b || string(m.Body) != "b" || m.Group != "g" {
+		t.Fatalf("after a's delete: %v %+v, want b (%d)", ok, m, b)
+	}
+	mustDelete(t, q, b)
+	m, ok = tryRecv(t, q) // the new "d again"
+	if !ok || string(m.Body) != "d again" {
+		t.Fatalf("want the second dedup send: %v %+v", ok, m)
+	}
+	mustDelete(t, q, m.Offset)
+
+	clock.Advance(time.Hour) // d's deadline passes: its second hand-out
+	m, ok = tryRecv(t, q)
+	if !ok || m.Offset != d || string(m.Body) != "d" || m.Receives != 2 {
+		t.Fatalf("d's second hand-out: %v %+v, want offset %d receives 2", ok, m, d)
+	}
+	if _, ok := tryRecv(t, q); ok {
+		t.Fatal("c handed out before its due time")
+	}
+	clock.Advance(2 * time.Hour) // c is due; d used up its receives
+	m, ok = tryRecv(t, q)
+	if !ok || m.Offset != c || string(m.Body) != "c" {
+		t.Fatalf("c after its due time: %v %+v, want %d", ok, m, c)
+	}
+	mustDelete(t, q, c)
+	var dead []Stored
+	waitFor(t, "the dead letter", func() bool {
+		dead = dead[:0]
+		if err := Messages(q.DeadLetter().Dir(), func(s Stored) bool {
+			s.Body = slices.Clone(s.Body) // valid until the callback returns
+			dead = append(dead, s)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(dead) == 1
+	})
+	if s := dead[0]; string(s.Body) != "d" || !s.HasOrigin || s.Origin != d || s.Receives != 2 || s.DedupID != "d" {
+		t.Fatalf("dead letter %+v, want body d, origin %d, receives 2, dedup id d", s, d)
+	}
+	if st := q.Stats(); st.Messages != 0 || st.DeadLettered != 1 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}
+
+func TestQueueMaxHeldSegmentsOption(t *testing.T) {
+	_, err := Open(t.TempDir(), Options{MaxHeldSegments: -1})
+	if !errors.Is(err, engine.ErrBadOptions) || !strings.Contains(err.Error(), "MaxHeldSegments -1") {
+		t.Fatalf("MaxHeldSegments -1: %v, want ErrBadOptions naming it", err)
+	}
+	q, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mustCloseQueue(t, q)
+	if q.opts.MaxHeldSegments != DefaultMaxHeldSegments || q.DeadLetter() != nil {
+		t.Fatalf("MaxHeldSegments 0 gives %d, want the default %d", q.opts.MaxHeldSegments, DefaultMaxHeldSegments)
 	}
 }
