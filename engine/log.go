@@ -40,11 +40,11 @@ type Log struct {
 	bg      sync.WaitGroup
 	stop    chan struct{}
 
-	// Figures for Stats: appends count under mu, reads in a striped
-	// counter.
+	// Figures for Stats, under mu: appends, and the reads of segments no
+	// longer in the log (each segment counts its own; see departed).
 	appends       uint64
 	appendedBytes uint64
-	reads         stripedCounter
+	readsGone     uint64
 
 	recovery Recovery
 	views    map[*segment.Segment]segment.Recovery // what opening each view found (during a read-only open)

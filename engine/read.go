@@ -93,7 +93,7 @@ func (l *Log) Read(offset uint64) (Record, error) {
 	}
 	h := holds.Get().(*hold)
 	h.seg.Store(s)
-	l.reads.add()
+	s.NoteRead()
 	return Record{Offset: offset, Body: v.Body, section: v.Section, hold: h, gen: h.gen.Load()}, nil
 }
 

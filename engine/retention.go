@@ -45,6 +45,7 @@ func (l *Log) dropBeforeLocked(offset uint64) ([]*segment.Segment, error) {
 		l.awaitSeal() // the newest sealed segment goes: its seal must end first
 	}
 	gone := segs[:k]
+	l.departed(gone...)
 	l.publish(slices.Clone(segs[k:]))
 	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(s *segment.Segment) bool {
 		return slices.Contains(gone, s)

@@ -1,9 +1,9 @@
 package engine
 
 import (
-	"sync/atomic"
 	"time"
-	"unsafe"
+
+	"github.com/pagelog/pagelog/internal/segment"
 )
 
 // LogStats is a snapshot of a log's state and activity since Open, for
@@ -50,12 +50,11 @@ var SyncBuckets = [...]time.Duration{
 // Stats returns a snapshot of the log's figures. It is cheap enough to call
 // every second: it takes the append lock for a moment and reads counters.
 // The counters cost the hot paths little: appends count under the lock
-// they hold anyway, and reads add to one of several padded counters.
+// they hold anyway, and each read on its segment's reference-count line.
 func (l *Log) Stats() LogStats {
 	st := LogStats{
 		Next:     l.next.Load(),
 		Durable:  l.sync.durable.Load(),
-		Reads:    l.reads.sum(),
 		Recovery: l.recovery,
 		SyncErr:  l.sync.failed(),
 	}
@@ -79,6 +78,10 @@ func (l *Log) Stats() LogStats {
 	}
 	l.mu.Lock()
 	st.Appends, st.AppendedBytes = l.appends, l.appendedBytes
+	st.Reads = l.readsGone
+	for _, s := range *l.segs.Load() {
+		st.Reads += s.Reads()
+	}
 	l.mu.Unlock()
 	l.sync.mu.Lock()
 	st.Syncs, st.SyncTime, st.LastSyncBatch = l.sync.rounds, l.sync.took, l.sync.lastBatch
@@ -103,23 +106,11 @@ func (st *syncState) noteSync(d time.Duration, batch uint64) {
 // stripedCounter is a counter that many goroutines add to without sharing
 // a cache line most of the time: each adds to a slot chosen by the address
 // of its stack, and a read sums the slots.
-type stripedCounter struct {
-	slots [16]struct {
-		n atomic.Uint64
-		_ [56]byte
+// departed keeps the read counts of segments leaving the log (under l.mu,
+// before they are unpublished), so that LogStats.Reads never goes back. A
+// Read that counts on such a segment after this is not counted.
+func (l *Log) departed(gone ...*segment.Segment) {
+	for _, s := range gone {
+		l.readsGone += s.Reads()
 	}
-}
-
-func (c *stripedCounter) add() {
-	var probe byte
-	i := (uintptr(unsafe.Pointer(&probe)) >> 13) % uintptr(len(c.slots))
-	c.slots[i].n.Add(1)
-}
-
-func (c *stripedCounter) sum() uint64 {
-	var n uint64
-	for i := range c.slots {
-		n += c.slots[i].n.Load()
-	}
-	return n
 }

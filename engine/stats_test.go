@@ -63,4 +63,19 @@ func TestStats(t *testing.T) {
 	if st2 := l.Stats(); st2.First == 0 || st2.Segments >= st.Segments || st2.Appends != st.Appends {
 		t.Fatalf("after DropBefore: %+v", st2)
 	}
+	// Reads are counted by segment: those of the dropped ones stay, and a
+	// Truncate of the newest keeps its reads too.
+	for off := uint64(290); off < 300; off++ {
+		r, err := l.Read(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	if err := l.Truncate(250); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Stats().Reads; got != 60 {
+		t.Fatalf("Reads after DropBefore and Truncate: %d, want 60", got)
+	}
 }

@@ -80,6 +80,7 @@ func (l *Log) cutPosition(s *segment.Segment, offset uint64) (int64, error) {
 // dropNewest unpublishes and removes the newest segment of segs.
 func (l *Log) dropNewest(segs []*segment.Segment) {
 	s := segs[len(segs)-1]
+	l.departed(s)
 	l.publish(slices.Clone(segs[:len(segs)-1]))
 	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
 	if s == l.active {
@@ -101,6 +102,7 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 		pos = s.End()
 	}
 	base := s.Base()
+	l.departed(s)
 	l.publish(slices.Clone(segs[:len(segs)-1]))
 	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
 	if s == l.active {

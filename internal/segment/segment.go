@@ -125,6 +125,10 @@ type Segment struct {
 	end  atomic.Int64  // bytes of whole, published records
 	next atomic.Uint64 // offset after the last published record
 	refs atomic.Int64
+	// reads counts the log's Reads served from this segment: on the cache
+	// line a Read writes anyway (refs), so that counting costs it nothing
+	// measurable (a striped counter of its own cost +4% at the p50).
+	reads atomic.Uint64
 
 	// recEnd is the offset after the last record the file holds: below
 	// next when a sealed segment's records end cleanly before the next
@@ -280,6 +284,10 @@ func (s *Segment) Acquire() bool {
 	}
 	return true
 }
+
+// NoteRead counts one Read served from the segment; Reads returns the count.
+func (s *Segment) NoteRead()     { s.reads.Add(1) }
+func (s *Segment) Reads() uint64 { return s.reads.Load() }
 
 // Release drops a reference; the last one unmaps the segment.
 func (s *Segment) Release() {
