@@ -49,6 +49,12 @@ import (
 // dedup window too). The dead-letter queue is a Queue of its own, by
 // default in the sibling directory D.dead.
 //
+// A message that never finishes holds at most Options.MaxHeldSegments
+// segments of the log: past that, the few live messages of the oldest
+// segment are copied to the end of the log, keeping the offsets they are
+// known by, and the segment is removed (see the package documentation,
+// Held segments).
+//
 // # Positions
 //
 // End is the next send's offset, Cursor the oldest message the queue has
@@ -112,6 +118,7 @@ type Queue struct {
 	recvBuckets deleteBuckets
 	counts      queueCounts
 
+	mv       moveState // moves out of held segments (moved.go)
 	ck       checkpointState
 	recovery Recovery
 	epoch    time.Time // the Clock's time at Open: the queue's time 0 (see now)
@@ -155,6 +162,7 @@ type Stats struct {
 	Dying         int           // waiting to be moved to the dead letters
 	DeadLetters   uint64        // messages in the dead-letter queue not deleted
 	DedupIDs      int           // deduplication ids remembered
+	Moved         uint64        // messages moved out of a held segment since open (Options.MaxHeldSegments)
 	OldestAge     time.Duration // age of the head message, from the time index (0: none)
 
 	// Counters since open.
@@ -231,6 +239,16 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 			q.closeLogs()
 			return nil, err
 		}
+	}
+	q.mu.Lock()
+	err = q.restoreMoved()
+	q.mu.Unlock()
+	if err != nil {
+		if q.dead != nil {
+			_ = q.dead.close()
+		}
+		q.closeLogs()
+		return nil, err
 	}
 	q.scheduleCheckpoint()
 	return q, nil
@@ -338,6 +356,7 @@ func (q *Queue) appendOne(body []byte, a *engine.Attrs) (uint64, error) {
 	}
 	q.sent.Add(1)
 	q.wakeForSends(1)
+	q.noteSends(1)
 	return off, nil
 }
 
@@ -351,6 +370,7 @@ func (q *Queue) appendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64, int
 	if n > 0 {
 		q.sent.Add(uint64(n))
 		q.wakeForSends(n)
+		q.noteSends(n)
 	}
 	return first, n, err
 }
@@ -406,9 +426,15 @@ func (q *Queue) Stats() Stats {
 		Redelivered: q.counts.redelivered, Deleted: q.counts.deleted,
 		DeadLettered: q.counts.deadLettered, Redriven: q.counts.redriven,
 		Checkpointed: head, CheckpointError: ckErr, MoveError: q.counts.moveErr,
+		Moved: q.mv.moved,
 	}
 	if c := q.t.Cursor(); next > c {
 		st.Messages = next - c - min(q.skip.count(), next-c)
+		for stor := range es.moved {
+			if stor >= c && st.Messages > 0 {
+				st.Messages-- // counted with its entry
+			}
+		}
 	}
 	st.Messages += uint64(len(es.byOff))
 	q.mu.Unlock()
