@@ -35,6 +35,12 @@
 //	pagelog_recovery_truncated_bytes      gauge      torn tail Open cut
 //	pagelog_recovery_indexes_rebuilt      gauge      indexes Open repaired
 //	pagelog_recovery_leftover_files       gauge      index files without their segment
+//	pagelog_recycled_segments_total       counter    segments made from a dropped segment's file
+//	pagelog_recycled_files                gauge      dropped segment files kept for reuse now
+//
+// A queue collector exports its message log's figures too, as these log
+// metrics with log=<the queue's name> (disk, syncs and the sticky sync
+// error of a queue are alerted on through them).
 //
 // # Queue metrics (label queue)
 //

@@ -67,6 +67,8 @@ func ExampleNewQueueCollector() {
 	printMetrics(reg, "pagelog_appends_total", "pagelog_queue_depth", "pagelog_queue_sent_total")
 	// Output:
 	// pagelog_appends_total{log="events"} 1
+	// pagelog_appends_total{log="jobs"} 2
+	// pagelog_appends_total{log="jobs.dead"} 0
 	// pagelog_queue_depth{queue="jobs"} 2
 	// pagelog_queue_depth{queue="jobs.dead"} 0
 	// pagelog_queue_sent_total{queue="jobs"} 2

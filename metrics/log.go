@@ -9,7 +9,20 @@ import (
 // each scrape), every metric labelled log=name. See the package doc for the
 // metrics.
 func NewLogCollector(l *engine.Log, name string) prometheus.Collector {
-	f := newFigures[engine.LogStats]("log", name)
+	return &logCollector{l: l, logFigures: newLogFigures("log", name)}
+}
+
+// logFigures are the metrics of one log's LogStats, labelled label=name:
+// log=name for a log, and for a queue's message log too (log=<the queue's
+// name>), so that each metric name keeps one set of label names in a
+// registry that holds both kinds of collector.
+type logFigures struct {
+	f     *figures[engine.LogStats]
+	syncs *prometheus.Desc
+}
+
+func newLogFigures(label, name string) logFigures {
+	f := newFigures[engine.LogStats](label, name)
 	f.gauge("pagelog_first_offset", "Oldest offset the log holds.",
 		func(s *engine.LogStats) float64 { return float64(s.First) })
 	f.gauge("pagelog_next_offset", "Offset the next append gets.",
@@ -44,25 +57,34 @@ func NewLogCollector(l *engine.Log, name string) prometheus.Collector {
 		func(s *engine.LogStats) float64 { return float64(s.Recovery.IndexesRebuilt) })
 	f.gauge("pagelog_recovery_leftover_files", "Index files the open found without their segment.",
 		func(s *engine.LogStats) float64 { return float64(len(s.Recovery.Leftovers)) })
-	return &logCollector{l: l, f: f, syncs: f.desc("pagelog_sync_duration_seconds",
+	f.counter("pagelog_recycled_segments_total", "Segments made from the file of a dropped segment since the log was opened (engine.Options.RecycleSegments).",
+		func(s *engine.LogStats) uint64 { return s.Recycled })
+	f.gauge("pagelog_recycled_files", "Files of dropped segments kept for reuse now.",
+		func(s *engine.LogStats) float64 { return float64(s.RecycledWaiting) })
+	return logFigures{f: f, syncs: f.desc("pagelog_sync_duration_seconds",
 		"Durations of the fdatasync rounds since the log was opened.")}
 }
 
-type logCollector struct {
-	l     *engine.Log
-	f     *figures[engine.LogStats]
-	syncs *prometheus.Desc
+func (lf *logFigures) describe(ch chan<- *prometheus.Desc) {
+	lf.f.describe(ch)
+	ch <- lf.syncs
 }
 
-func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
-	c.f.describe(ch)
-	ch <- c.syncs
+func (lf *logFigures) collect(ch chan<- prometheus.Metric, st *engine.LogStats) {
+	lf.f.collect(ch, st)
+	ch <- syncHistogram(lf.syncs, st)
 }
+
+type logCollector struct {
+	l *engine.Log
+	logFigures
+}
+
+func (c *logCollector) Describe(ch chan<- *prometheus.Desc) { c.describe(ch) }
 
 func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.l.Stats()
-	c.f.collect(ch, &st)
-	ch <- syncHistogram(c.syncs, &st)
+	c.collect(ch, &st)
 }
 
 // syncHistogram turns LogStats.SyncLatency (a count per bucket) into the

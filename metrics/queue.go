@@ -48,7 +48,7 @@ func NewQueueCollector(q *queue.Queue, name string) prometheus.Collector {
 		func(s *queue.Stats) float64 { return flag(s.CheckpointError != nil) })
 	f.gauge("pagelog_queue_dead_letter_move_failed", "1 when the last move to the dead letters failed.",
 		func(s *queue.Stats) float64 { return flag(s.MoveError != nil) })
-	return &queueCollector{q: q, f: f, messages: f.desc("pagelog_queue_messages",
+	return &queueCollector{q: q, f: f, log: newLogFigures("log", name), messages: f.desc("pagelog_queue_messages",
 		"Messages not deleted, by state (they add up to pagelog_queue_depth).", "state")}
 }
 
@@ -56,16 +56,19 @@ type queueCollector struct {
 	q        *queue.Queue
 	f        *figures[queue.Stats]
 	messages *prometheus.Desc
+	log      logFigures // the message log's, labelled log=<name>
 }
 
 func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	c.f.describe(ch)
 	ch <- c.messages
+	c.log.describe(ch)
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.q.Stats()
 	c.f.collect(ch, &st)
+	c.log.collect(ch, &st.Log)
 	for _, s := range messageStates(&st) {
 		ch <- constMetric(c.messages, prometheus.GaugeValue, float64(s.n), s.state)
 	}

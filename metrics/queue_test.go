@@ -211,8 +211,8 @@ func TestCollectorsLint(t *testing.T) {
 		c    prometheus.Collector
 		want int
 	}{
-		{metrics.NewLogCollector(l, "lint"), 18},   // 17 gauges and counters, the sync histogram
-		{metrics.NewQueueCollector(q, "lint"), 24}, // 19 gauges and counters, 5 message states
+		{metrics.NewLogCollector(l, "lint"), 20},   // 19 gauges and counters, the sync histogram
+		{metrics.NewQueueCollector(q, "lint"), 44}, // 19 gauges and counters, 5 message states, the message log's 20
 	} {
 		problems, err := testutil.CollectAndLint(c.c)
 		if err != nil {
