@@ -200,12 +200,20 @@ func (m meta) with(o Options) meta {
 type dirList struct {
 	bases     []uint64 // base offsets of the .log files, sorted
 	leftovers []string // index files whose .log does not exist
+	recycled  []string // dropped segment files kept for reuse (recycle.go)
 }
 
 // listDir lists the segment files of dir. Files that are not segment files
-// are left alone.
+// are left alone. One pass over the directory in its own order (a log of
+// 10,000 segments has 30,000 names: os.ReadDir's sort of them by name was
+// a tenth of an Open), the bases sorted after.
 func listDir(dir string) (dirList, error) {
-	entries, err := os.ReadDir(dir)
+	d, err := os.Open(dir)
+	var entries []fs.DirEntry
+	if err == nil {
+		entries, err = d.ReadDir(-1)
+		_ = d.Close()
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return dirList{}, nil
@@ -216,15 +224,19 @@ func listDir(dir string) (dirList, error) {
 	logs := make(map[uint64]bool)
 	var indexes []string
 	for _, e := range entries {
-		base, suffix, ok := segment.ParseName(e.Name())
+		name := e.Name()
+		base, suffix, ok := segment.ParseName(name)
 		if !ok || !e.Type().IsRegular() {
+			if isRecycledName(name) && e.Type().IsRegular() {
+				list.recycled = append(list.recycled, name)
+			}
 			continue
 		}
 		if suffix == segment.LogSuffix {
 			list.bases = append(list.bases, base)
 			logs[base] = true
 		} else {
-			indexes = append(indexes, e.Name())
+			indexes = append(indexes, name)
 		}
 	}
 	for _, name := range indexes {
@@ -254,7 +266,7 @@ func listDir(dir string) (dirList, error) {
 func (l *Log) openWritable(list dirList, trusted, newSpacing bool) error {
 	bases := list.bases
 	l.removePreparedLeftovers()
-	l.removeRecycledLeftovers()
+	l.removeRecycledLeftovers(list.recycled)
 	for _, name := range list.leftovers {
 		if err := os.Remove(filepath.Join(l.dir, name)); err == nil {
 			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: an index file without its segment", name))

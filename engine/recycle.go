@@ -116,18 +116,18 @@ func (l *Log) prepare() (*segment.Segment, error) {
 	return segment.Prepare(l.cfg)
 }
 
-// removeRecycledLeftovers removes the recycled files a crash left behind
-// (at a writable open).
-func (l *Log) removeRecycledLeftovers() {
-	ents, err := os.ReadDir(l.dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if name := e.Name(); strings.HasPrefix(name, recycledPrefix) && strings.HasSuffix(name, segment.LogSuffix) {
-			if os.Remove(filepath.Join(l.dir, name)) == nil {
-				l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: a dropped segment kept for reuse", name))
-			}
+// isRecycledName reports whether name is a dropped segment file kept for
+// reuse.
+func isRecycledName(name string) bool {
+	return strings.HasPrefix(name, recycledPrefix) && strings.HasSuffix(name, segment.LogSuffix)
+}
+
+// removeRecycledLeftovers removes the files kept for reuse that a crash
+// left behind (names, from the open's listing; at a writable open).
+func (l *Log) removeRecycledLeftovers(names []string) {
+	for _, name := range names {
+		if os.Remove(filepath.Join(l.dir, name)) == nil {
+			l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("removed %s: a dropped segment kept for reuse", name))
 		}
 	}
 }
