@@ -8,19 +8,16 @@ package queue
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -367,17 +364,7 @@ func TestQueueKill9Features(t *testing.T) {
 	t.Parallel()
 	for round := range *crashRounds {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestQueueKill9Features$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_KILL_DIR="+dir)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		pipe, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, pipe, stderr := startChild(t, "TestQueueKill9Features", "PAGELOG_QUEUE_KILL_DIR="+dir)
 		var events []wlEvent
 		busy, copied := make(chan struct{}), make(chan struct{})
 		go func() {
@@ -401,13 +388,7 @@ func TestQueueKill9Features(t *testing.T) {
 		case <-time.After(30 * time.Second):
 		}
 		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-copied
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("round %d: child: %v, want it killed\nstderr: %s", round, err, stderr.String())
-		}
+		killChild(t, cmd, copied, stderr)
 		l := newLedger(events, len(events))
 		if len(l.ids) < 50 {
 			t.Fatalf("round %d: the child did too little (%d events)\nstderr: %s", round, len(events), stderr.String())
