@@ -35,6 +35,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 	var vm vmDelta
 	defer vm.report(b)
 	var maxSegs int
+	var recycled, rolled uint64 // segments made from dropped files, and about how many were made
 	for range b.N {
 		b.StopTimer()
 		warmPageCache(b)
@@ -76,6 +77,9 @@ func BenchmarkQueueSteady(b *testing.B) {
 		}
 		wall += time.Since(start)
 		b.StopTimer()
+		st := q.Stats().Log
+		recycled += st.Recycled
+		rolled += uint64(steadyTotal / (64 << 20))
 		vm.add(before, readVMStat())
 		_ = q.Close()
 		_ = os.RemoveAll(dir)
@@ -85,6 +89,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 	tailStats(b, sends, int64(n)*tailRecord*int64(b.N), wall)
 	takes.reportAs(b, "take-")
 	b.ReportMetric(float64(maxSegs), "max-segments")
+	b.ReportMetric(float64(recycled)/float64(rolled), "recycled-fraction")
 }
 
 // countSegments counts the message log's segment files in dir.
