@@ -137,10 +137,10 @@ func (q *Queue) recordDone(stor uint64) {
 // process: in flight, ready again, delayed, waiting in its group, or not
 // handed out yet. It is meant for tools (`pagelog queue delete`), which
 // run in a process that did not receive the message: the in-flight table
-// lives in the receiving process only. The offset of a moved message's
-// copy (see Options.MaxHeldSegments) discards that message. Discarding an
-// offset already deleted returns nil; one at or beyond the end gets an
-// error wrapping ErrNotFound.
+// lives in the receiving process only. Discarding an offset already
+// deleted, or the offset of a moved message's copy (no message is known by
+// it: see Options.MaxHeldSegments), returns nil; one at or beyond the end
+// gets an error wrapping ErrNotFound.
 func (q *Queue) Discard(offset uint64) error {
 	q.mu.Lock()
 	if q.closed.Load() {
@@ -152,10 +152,9 @@ func (q *Queue) Discard(offset uint64) error {
 		return fmt.Errorf("%w: offset %d is at or beyond the end %d", engine.ErrNotFound, offset, next)
 	}
 	i, ok := q.es.lookup(offset)
-	if !ok {
-		// The offset of a moved message's copy (a tool reading the log
-		// sees it) names that message.
-		i, ok = q.es.moved[offset]
+	if _, copied := q.es.moved[offset]; !ok && copied {
+		q.mu.Unlock()
+		return nil // the record of a moved message, known by another offset
 	}
 	if !ok && (offset < q.t.Cursor() || q.skipped(offset)) {
 		q.mu.Unlock()

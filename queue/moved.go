@@ -83,6 +83,16 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 	if q.log.Stats().Segments <= q.opts.MaxHeldSegments+1 {
 		return 0, nil
 	}
+	// A look between checkpoints that was refused for the same oldest
+	// segment and head is not repeated (a backlog the queue has not looked
+	// at holds the segments too, for as long as it waits).
+	q.mu.Lock()
+	key := [2]uint64{q.log.First() + 1, q.t.Head() + 1}
+	again := kicked && q.mv.refused == key
+	q.mu.Unlock()
+	if again {
+		return 0, nil
+	}
 	b0, b1, ok := q.oldestSegment()
 	if !ok {
 		return 0, nil
@@ -97,11 +107,11 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	head, cursor := q.t.Head(), q.t.Cursor()
+	key = [2]uint64{b0 + 1, head + 1}
 	if head >= b1 || cursor < b1 {
-		return 0, nil // nothing holds it, or the queue has not looked at all of it
-	}
-	key := [2]uint64{b0 + 1, head + 1}
-	if kicked && q.mv.refused == key {
+		// Nothing holds it (the checkpoint drops it), or the queue has not
+		// looked at all of it yet.
+		q.mv.refused = key
 		return 0, nil
 	}
 	live, ok := q.liveIn(b0, b1)

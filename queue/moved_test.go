@@ -54,6 +54,18 @@ func TestQueueMovedStuckInFlight(t *testing.T) {
 	if first := q.log.First(); first <= stuck {
 		t.Fatalf("the stuck message's segment is still there (log from %d)", first)
 	}
+	// Messages (beside the owner) shows it by its offset, with its
+	// copy's; Discard of the copy's offset names no message.
+	var stored []Stored
+	if err := Messages(q.Dir(), func(s Stored) bool { s.Body = nil; stored = append(stored, s); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 1 || stored[0].Offset != stuck || stored[0].Record <= stuck || stored[0].Receives != 1 {
+		t.Fatalf("Messages: %+v, want the stuck message %d with a later record", stored, stuck)
+	}
+	if err := q.Discard(stored[0].Record); err != nil || q.Stats().Messages != 1 {
+		t.Fatalf("Discard of the copy's offset: %v, %+v", err, q.Stats())
+	}
 	clock.Advance(time.Hour) // its deadline passes
 	m, ok := tryRecv(t, q)
 	if !ok || m.Offset != stuck || string(m.Body) != "stuck" || m.Receives != 2 {
@@ -511,9 +523,14 @@ func TestQueueMovedKill9(t *testing.T) {
 		stuck := map[uint64]string{}
 		sent, deleting, deleted := map[uint64]string{}, map[uint64]bool{}, map[uint64]bool{}
 		moves := 0
-		done := make(chan struct{})
+		busy, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
+			defer func() {
+				if len(deleted) < 300 {
+					close(busy)
+				}
+			}()
 			sc := bufio.NewScanner(pipe)
 			for sc.Scan() {
 				var kind, body string
@@ -530,12 +547,19 @@ func TestQueueMovedKill9(t *testing.T) {
 					deleting[off] = true // its Delete may have returned, or not
 				case "deleted":
 					deleted[off] = true
+					if len(deleted) == 300 {
+						close(busy)
+					}
 				case "moved":
 					moves = int(off)
 				}
 			}
 		}()
-		time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
+		select {
+		case <-busy: // the child runs; moves begin a few hundred messages later
+		case <-time.After(30 * time.Second):
+		}
+		time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
 		killChild(t, cmd, done, stderr)
 		if len(stuck) != 3 || len(deleted) < 200 {
 			t.Fatalf("round %d: the child did too little: %d stuck, %d deleted\nstderr: %s", round, len(stuck), len(deleted), stderr.String())
