@@ -3,6 +3,8 @@ package segment
 import (
 	"fmt"
 	"os"
+
+	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // Recycling reuses the .log file of a segment that the log dropped as the
@@ -45,8 +47,9 @@ func (s *Segment) handOn(unmapped bool) {
 }
 
 // PrepareRecycled is Prepare with the .log file at path, one that
-// RecycleTo handed on: renamed to the prepared name, fresh index files
-// beside it, mapped, and every byte of it made zero through the mapping
+// RecycleTo handed on: renamed to the prepared name, its first page made
+// zero on disk (zeroHead), fresh index files beside it, mapped, and every
+// byte of it made zero through the mapping
 // (so that nothing but zeros follows the records, as in a new file, and
 // the writer meets pages already resident). On error the file is removed.
 func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
@@ -63,6 +66,10 @@ func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
 		_ = os.Remove(path)
 		return nil, fmt.Errorf("segment: recycle: %w", err)
 	}
+	if err := zeroHead(cfg, s.path(LogSuffix), st.Size()); err != nil {
+		_ = os.Remove(s.path(LogSuffix))
+		return nil, fmt.Errorf("segment: recycle: %w", err)
+	}
 	s.keepSize = st.Size()
 	if _, err := create(s); err != nil {
 		return nil, err
@@ -72,6 +79,26 @@ func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
 	touchPages(s.ro, 0, size)
 	s.w.populated = size
 	return s, nil
+}
+
+// zeroHead makes the first page of a reused file zero on disk before any
+// rename can name it as a segment: the rest is zeroed in the page cache
+// only, and a power failure may find a segment name whose file still holds
+// the dropped segment's records there. Those records' ids are below the
+// segment's base, so nothing past a record written since is trusted; but a
+// first record of a lower id would read as a misnamed segment, which no
+// open gets past. With a zero length field first, such a file is an empty
+// segment with a torn tail, which recovery cuts.
+func zeroHead(cfg *Config, path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(make([]byte, min(size, int64(mmapfile.PageSize))), 0); err != nil {
+		return err
+	}
+	return cfg.datasync(f)
 }
 
 func sizeOf(st os.FileInfo) int64 {
