@@ -24,6 +24,11 @@ func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
 		s.abandon()
 		return nil, Recovery{}, err
 	}
+	// The file may be a reused one (Options.RecycleSegments) that a reader
+	// in another process still maps at its old size: Seal never trims it
+	// below the size found here, which nothing else remembers across a
+	// restart.
+	s.keepSize = s.w.alloc.Load()
 	rep, err := s.recoverActive(h)
 	if err != nil {
 		s.abandon()
