@@ -549,7 +549,7 @@ func (l *Log) reopenNewest(old *segment.Segment) error {
 	}
 	segs := slices.Clone(*l.segs.Load())
 	segs[len(segs)-1] = s
-	l.publish(segs)
+	l.republish(segs, old)
 	_ = l.fol.fw.Close()
 	l.fol.fw = nil
 	return old.Close()
@@ -570,10 +570,20 @@ func (l *Log) pruneDropped() {
 	if k == 0 {
 		return
 	}
-	l.publish(slices.Clone(segs[k:]))
+	l.republish(slices.Clone(segs[k:]), segs[:k]...)
 	for _, s := range segs[:k] {
 		_ = s.Close()
 	}
+}
+
+// republish publishes segs for a read-only log, in place of gone, whose
+// read counts the log keeps (see departed; under l.mu, as Stats reads
+// them).
+func (l *Log) republish(segs []*segment.Segment, gone ...*segment.Segment) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.departed(gone...)
+	l.publish(segs)
 }
 
 // resync opens the log again and goes on with what it holds now: the
@@ -592,7 +602,7 @@ func (l *Log) resync() error {
 	if next < l.next.Load() {
 		l.cuts.Store(l.cuts.Load().with(next))
 	}
-	l.publish(segs)
+	l.republish(segs, old...)
 	l.next.Store(next)
 	for _, s := range old {
 		_ = s.Close()
