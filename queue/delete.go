@@ -263,10 +263,10 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 		deadline := addSat(now, int64(d))
 		if deadline > x.at && x.pin == 0 {
 			// The body stays valid until the new deadline (a first
-			// hand-out's is pinned while in flight already).
-			if r, err := q.log.Read(x.stor); err == nil {
-				q.pins.push(deadline, r)
-			}
+			// hand-out's is pinned while in flight already): the pin
+			// of the segment the body was served from moves on, which
+			// may no longer be the one of x.stor (a move since).
+			q.pins.extend(x.handSeg, deadline)
 		}
 		x.at = deadline
 		q.es.flight.fix(x.pos)

@@ -40,14 +40,18 @@ const (
 // entry is one message. at is the due time (delayed, and waiting: 0 when
 // none) or the deadline (in flight), in the queue's time.
 type entry struct {
-	off    uint64 // the offset consumers know the message by
-	stor   uint64 // the offset of its record: off, or its newest moved copy's
-	at     int64
-	recv   uint32 // receives, those restored from the receive-count log included
-	pos    int32  // position in its heap, -1 when in none
-	group  int32  // index in entries.groups, -1 when none
-	state  mstate
-	handed bool // handed out since the queue was opened
+	off  uint64 // the offset consumers know the message by
+	stor uint64 // the offset of its record: off, or its newest moved copy's
+	// handSeg is the segment (base offset) of the record its last
+	// hand-out after the first was served from, pinned in Queue.pins
+	// until that hand-out's deadline (the record may have moved since).
+	handSeg uint64
+	at      int64
+	recv    uint32 // receives, those restored from the receive-count log included
+	pos     int32  // position in its heap, -1 when in none
+	group   int32  // index in entries.groups, -1 when none
+	state   mstate
+	handed  bool // handed out since the queue was opened
 	// pin is, while the entry is in flight after its first hand-out in
 	// this process, 1 + the index in entries.pins of that hand-out's
 	// record; 0 when none.

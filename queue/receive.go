@@ -162,6 +162,7 @@ func (q *Queue) handOut() (handOutcome, error) {
 	}
 	h.m.Body = r.Body
 	if wasHanded {
+		x.handSeg, _ = r.Segment()
 		q.pins.push(deadline, r)
 	} else {
 		es.pin(i, r)

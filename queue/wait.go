@@ -192,6 +192,16 @@ func (p *pins) push(deadline int64, r engine.Record) {
 	p.up(k)
 }
 
+// extend moves the deadline of seg's pin on to deadline, if seg is pinned
+// and its deadline is earlier. A hand-out in flight keeps its segment
+// pinned, so seg is pinned when a hand-out's deadline is extended.
+func (p *pins) extend(seg uint64, deadline int64) {
+	if k, ok := p.bySeg[seg]; ok && deadline > p.h[k].deadline {
+		p.h[k].deadline = deadline
+		p.down(k)
+	}
+}
+
 // next returns the earliest deadline, ok false when nothing is pinned.
 func (p *pins) next() (int64, bool) {
 	if len(p.h) == 0 {
