@@ -55,7 +55,9 @@ func (s *Segment) grow(end int64) error {
 	}
 	// Steps of allocStep, or of a segment for segments smaller than that.
 	step := min(int64(allocStep), max(s.cfg.SegmentBytes, int64(mmapfile.PageSize)))
-	want := min((end+step-1)/step*step, w.capacity)
+	// Never past SegmentBytes ahead of the records: only a record larger
+	// than the segment (the writer's own grow) takes the file beyond it.
+	want := min((end+step-1)/step*step, w.capacity, max(s.cfg.SegmentBytes, end))
 	if want < end {
 		want = end
 	}
@@ -505,7 +507,10 @@ func (s *Segment) prefaultChunk(ahead int64) bool {
 		return false
 	}
 	end := s.end.Load()
-	target := min(end+ahead, w.capacity)
+	// Records stay below SegmentBytes (but one larger than a segment, for
+	// which the writer grows the file itself): faulting, and so
+	// allocating, past it only took disk (a segment of 64 KiB took 128).
+	target := min(end+ahead, w.capacity, max(s.cfg.SegmentBytes, end))
 	from := max(w.populated, end&^(page-1))
 	if from >= target {
 		return false
