@@ -46,7 +46,7 @@ func TestPinsExtendAfterMoveKeepsBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Advance(90 * time.Minute) // past the redelivery's first deadline, before the extended one
-	for i := range 500 {             // roll and reuse files
+	for i := range 500 {            // roll and reuse files
 		off := mustSend(t, q, fmt.Sprint("n", i))
 		m, ok := tryRecv(t, q)
 		if !ok || m.Offset != off {
