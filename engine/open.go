@@ -110,20 +110,21 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 		maxLength = record.LengthMask
 	}
 	l.cfg = &segment.Config{
-		Dir:           dir,
-		SegmentBytes:  m.SegmentBytes,
-		IndexInterval: m.IndexIntervalBytes,
-		MaxLength:     maxLength,
-		MaxRecord:     int(record.MaxLength(l.maxBody)) + 4,
-		ReadOnly:      opts.ReadOnly,
-		FileMode:      opts.FileMode,
-		Ranges:        ranges,
-		Maps:          &segment.MapCache{Max: opts.MaxMappedSegments},
-		SmallPages:    opts.Sync == SyncAlways,
-		WriteThrough:  opts.Sync == SyncAlways,
-		Allocate:      opts.allocate,
-		Datasync:      opts.datasync,
-		NowMillis:     func() int64 { return opts.now().UnixMilli() },
+		Dir:            dir,
+		SegmentBytes:   m.SegmentBytes,
+		IndexInterval:  m.IndexIntervalBytes,
+		MaxLength:      maxLength,
+		MaxRecord:      int(record.MaxLength(l.maxBody)) + 4,
+		ReadOnly:       opts.ReadOnly,
+		FileMode:       opts.FileMode,
+		Ranges:         ranges,
+		Maps:           &segment.MapCache{Max: opts.MaxMappedSegments},
+		SmallPages:     opts.Sync == SyncAlways,
+		KeepActiveSize: opts.RecycleSegments > 0 && opts.Sync != SyncAlways,
+		WriteThrough:   opts.Sync == SyncAlways,
+		Allocate:       opts.allocate,
+		Datasync:       opts.datasync,
+		NowMillis:      func() int64 { return opts.now().UnixMilli() },
 	}
 	if l.readOnly {
 		l.recovery.Leftovers = list.leftovers

@@ -134,6 +134,8 @@ type Options struct {
 	// a record of a dropped segment may see its bytes turn to zeros or to
 	// newer records (the work queue, which owns its directory, sets it).
 	// Kept files count as the log's disk until reused; Close removes them.
+	// A segment that was active when the log was opened keeps the zeros of
+	// its allocation when it is sealed (it may be a reused file).
 	RecycleSegments int
 
 	// hooks for tests: nil in production.

@@ -28,7 +28,9 @@ func OpenActive(cfg *Config, base uint64, h Hint) (*Segment, Recovery, error) {
 	// in another process still maps at its old size: Seal never trims it
 	// below the size found here, which nothing else remembers across a
 	// restart.
-	s.keepSize = s.w.alloc.Load()
+	if cfg.KeepActiveSize {
+		s.keepSize = s.w.alloc.Load()
+	}
 	rep, err := s.recoverActive(h)
 	if err != nil {
 		s.abandon()

@@ -43,6 +43,12 @@ type Config struct {
 	// 1 KiB record would cost a multi-megabyte write.
 	SmallPages bool
 
+	// KeepActiveSize: the log reuses dropped segment files
+	// (recycle.go), so an active segment opened at a restart may be one
+	// that a reader in another process still maps at its old size: Seal
+	// never trims it below the size its open found.
+	KeepActiveSize bool
+
 	// WriteThrough writes records with pwrite instead of through the
 	// writable mapping. Under a policy that syncs after every append, each
 	// fdatasync write-protects the pages it wrote, and the next store
