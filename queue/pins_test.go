@@ -14,23 +14,31 @@ func livePins(q *Queue) (first, bySegment int) {
 	return len(q.es.pins) - len(q.es.freePins), len(q.pins.h)
 }
 
+// pinsN messages are sent to a new queue and received once each.
+const pinsN = 2000
+
+func pinsQueue(t *testing.T, clock *fakeClock) (*Queue, []Message) {
+	t.Helper()
+	q := openTestQueue(t, t.TempDir(), clock)
+	for i := range pinsN {
+		mustSend(t, q, fmt.Sprintf("message %05d ................................", i))
+	}
+	ms := drain(t, q)
+	if len(ms) != pinsN {
+		t.Fatalf("received %d of %d", len(ms), pinsN)
+	}
+	return q, ms
+}
+
 // A first hand-out's body is pinned while the message is in flight: its
 // receiver's Delete releases it at once, so the segments below the head go
 // (and their files are reused) without waiting for Visibility.
 func TestPinsFirstHandOutReleasedByDelete(t *testing.T) {
 	clock := newFakeClock()
-	q := openTestQueue(t, t.TempDir(), clock)
+	q, ms := pinsQueue(t, clock)
 	defer q.Close()
-	const n = 2000
-	for i := range n {
-		mustSend(t, q, fmt.Sprintf("message %05d ................................", i))
-	}
-	ms := drain(t, q)
-	if len(ms) != n {
-		t.Fatalf("received %d of %d", len(ms), n)
-	}
-	if first, seg := livePins(q); first != n || seg != 0 {
-		t.Fatalf("after %d first hand-outs: %d first pins, %d segment pins", n, first, seg)
+	if first, seg := livePins(q); first != pinsN || seg != 0 {
+		t.Fatalf("after %d first hand-outs: %d first pins, %d segment pins", pinsN, first, seg)
 	}
 	for _, m := range ms {
 		mustDelete(t, q, m.Offset)
@@ -52,24 +60,19 @@ func TestPinsFirstHandOutReleasedByDelete(t *testing.T) {
 // attack).
 func TestPinsRedeliveriesOnePerSegment(t *testing.T) {
 	clock := newFakeClock()
-	q := openTestQueue(t, t.TempDir(), clock)
+	q, first := pinsQueue(t, clock)
 	defer q.Close()
-	const n = 2000
-	for i := range n {
-		mustSend(t, q, fmt.Sprintf("message %05d ................................", i))
-	}
-	first := drain(t, q)
 	clock.Advance(testVisibility) // every first deadline passes
 	if f, _ := livePins(q); f != 0 {
 		t.Fatalf("%d first pins left after their deadline", f)
 	}
 	second := drain(t, q)
-	if len(second) != n || second[0].Receives != 2 {
-		t.Fatalf("redelivered %d of %d", len(second), n)
+	if len(second) != pinsN || second[0].Receives != 2 {
+		t.Fatalf("redelivered %d of %d", len(second), pinsN)
 	}
 	_, segs := livePins(q)
-	if segs == 0 || segs > n/10 {
-		t.Fatalf("%d segment pins for %d redeliveries", segs, n)
+	if segs == 0 || segs > pinsN/10 {
+		t.Fatalf("%d segment pins for %d redeliveries", segs, pinsN)
 	}
 	for _, m := range first {
 		mustDelete(t, q, m.Offset) // late deletes of the first receivers
