@@ -164,6 +164,18 @@ func serveRaft(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // 5 s for the scrapes under way. Scrapes run one at a time.
 func serveMetrics(ctx context.Context, ln net.Listener, dir, name string, errLog io.Writer) error {
 	var mu sync.Mutex
+	sc := &scraper{dir: dir}
+	defer func() {
+		mu.Lock()
+		sc.close()
+		mu.Unlock()
+	}()
+	go sc.refreshLoop(ctx, &mu)
+	// The first open before the first scrape (a failure is the first
+	// scrape's to report).
+	mu.Lock()
+	_, _ = sc.stats()
+	mu.Unlock()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -172,7 +184,7 @@ func serveMetrics(ctx context.Context, ln net.Listener, dir, name string, errLog
 			return
 		}
 		mu.Lock()
-		st, err := readDirStats(dir)
+		st, err := sc.stats()
 		mu.Unlock()
 		if err != nil {
 			fmt.Fprintf(errLog, "pagelog serve: %s: %v\n", time.Now().Format(time.TimeOnly), err)
@@ -237,3 +249,136 @@ var (
 
 func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
 func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+// A scrape must stay cheap on a log of many segments: reading the
+// directory afresh at every scrape (a read-only open, the blocks of every
+// file) took about 0.3 s at 10,000 segments. So for a plain log, serve
+// keeps a read-only Log open between scrapes, which follows the writer
+// (offsets, new segments), and the directory's blocks, and opens and
+// counts them again in the background every scrapeRefresh (a dropped
+// segment, a replaced directory). A scrape checks that the directory is
+// still the one it opened (a missing one is an error at once, a replaced
+// one is opened again). A queue's figures come from its files at every
+// scrape (queue.Stat), as before.
+const scrapeRefresh = 10 * time.Second
+
+type scraper struct {
+	dir string
+
+	// under serveMetrics' mutex
+	l      *engine.Log
+	id     [2]uint64 // the directory's identity when l was opened
+	disk   int64
+	opened time.Time
+}
+
+// stats returns the figures of a scrape.
+func (s *scraper) stats() (dirStats, error) {
+	fi, err := os.Stat(s.dir)
+	if err != nil {
+		return dirStats{}, err
+	}
+	if isQueueDir(s.dir) {
+		s.close()
+		return readDirStats(s.dir)
+	}
+	id := dirID(fi)
+	if s.l == nil || s.id != id {
+		if err := s.reopen(id); err != nil {
+			return dirStats{}, err
+		}
+	}
+	st := dirStats{At: time.Now(), Dir: s.dir, DiskBytes: s.disk}
+	_ = s.l.Next() // follow the writer
+	st.Log = s.l.Stats()
+	if st.Log.Segments > 1 && !exists(filepath.Join(s.dir, fmt.Sprintf("%020d.log", st.Log.First))) {
+		// The writer dropped segments from the front (DropBefore,
+		// retention), which a read-only log that only reads keeps: the
+		// figures come from an open of what is there now.
+		if err := s.reopen(id); err != nil {
+			return dirStats{}, err
+		}
+		st.DiskBytes = s.disk
+		_ = s.l.Next()
+		st.Log = s.l.Stats()
+	}
+	return st, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// reopen opens the log again and counts the directory's blocks.
+func (s *scraper) reopen(id [2]uint64) error {
+	l, err := engine.OpenReadOnly(s.dir, engine.Options{})
+	if err != nil {
+		return err
+	}
+	disk, err := diskBytes(s.dir)
+	if err != nil {
+		_ = l.Close()
+		return err
+	}
+	s.close()
+	s.l, s.id, s.disk, s.opened = l, id, disk, time.Now()
+	return nil
+}
+
+// refreshLoop opens the log again every scrapeRefresh, outside the
+// scrapes' lock, and swaps it in.
+func (s *scraper) refreshLoop(ctx context.Context, mu *sync.Mutex) {
+	t := time.NewTicker(scrapeRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		fi, err := os.Stat(s.dir)
+		if err != nil || isQueueDir(s.dir) {
+			continue
+		}
+		l, err := engine.OpenReadOnly(s.dir, engine.Options{})
+		if err != nil {
+			continue
+		}
+		disk, err := diskBytes(s.dir)
+		mu.Lock()
+		if err != nil || ctx.Err() != nil {
+			mu.Unlock()
+			_ = l.Close()
+			continue
+		}
+		s.close()
+		s.l, s.id, s.disk, s.opened = l, dirID(fi), disk, time.Now()
+		mu.Unlock()
+	}
+}
+
+func (s *scraper) close() {
+	if s.l != nil {
+		_ = s.l.Close()
+		s.l = nil
+	}
+}
+
+// isQueueDir tells a queue's directory by its own files, without listing
+// the directory (queue.IsQueue lists it).
+func isQueueDir(dir string) bool {
+	for _, name := range []string{"queue.head", "deletes"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func dirID(fi os.FileInfo) [2]uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return [2]uint64{uint64(st.Dev), st.Ino}
+	}
+	return [2]uint64{}
+}
