@@ -163,7 +163,11 @@ type Stats struct {
 	DeadLetters   uint64        // messages in the dead-letter queue not deleted
 	DedupIDs      int           // deduplication ids remembered
 	Moved         uint64        // messages moved out of a held segment since open (Options.MaxHeldSegments)
-	OldestAge     time.Duration // age of the head message, from the time index (0: none)
+	OldestAge     time.Duration // age of the head message, from the time index (0: none, or not known)
+	// OldestAgeKnown tells the two zeros of OldestAge apart: false when
+	// messages wait but the time index cannot tell their age yet (a log
+	// with less than one index interval, 4 KiB by default, per segment).
+	OldestAgeKnown bool
 
 	// Counters since open.
 	Sent         uint64 // messages sent
@@ -440,8 +444,11 @@ func (q *Queue) Stats() Stats {
 	q.mu.Unlock()
 	st.DedupIDs = q.dedup.size(now)
 	st.Log = q.log.Stats()
+	st.OldestAgeKnown = st.Messages == 0
 	if st.Messages > 0 {
-		st.OldestAge = q.age(st.Head)
+		if t, ok := appendTime(q.log, st.Head); ok {
+			st.OldestAge, st.OldestAgeKnown = max(time.Since(t), 0), true
+		}
 	}
 	if q.dead != nil {
 		st.DeadLetters = q.dead.Stats().Messages

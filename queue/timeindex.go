@@ -41,13 +41,3 @@ func appendTime(l *engine.Log, off uint64) (time.Time, bool) {
 	}
 	return time.UnixMilli(lo - 1), true
 }
-
-// age returns how old the message at off is, from the time index (see
-// appendTime): 0 when the index cannot tell.
-func (q *Queue) age(off uint64) time.Duration {
-	t, ok := appendTime(q.log, off)
-	if !ok {
-		return 0
-	}
-	return max(time.Since(t), 0)
-}
