@@ -172,10 +172,14 @@ func (s *Segment) tryEvict() bool {
 // using them.
 func (s *Segment) unmapLocked() {
 	if s.ro != nil {
+		var err error
 		if s.cfg.Ranges != nil {
-			_ = s.cfg.Ranges.Retire(s.ro)
+			err = s.cfg.Ranges.Retire(s.ro)
 		} else {
-			_ = mmapfile.Unmap(s.ro)
+			err = mmapfile.Unmap(s.ro)
+		}
+		if err != nil {
+			s.leftMapped.Store(true) // the file is never reused (handOn)
 		}
 		s.ro = nil
 	}

@@ -162,6 +162,7 @@ type Segment struct {
 	keepSize   int64
 	recycleAs  string
 	recyclePut func(path string)
+	leftMapped atomic.Bool // an eviction could not take the mapping away
 
 	// lazy segments (opened by OpenSealed) are mapped on first use and may
 	// be unmapped again by the log's MapCache when no reader holds them.
@@ -346,7 +347,7 @@ func (s *Segment) finish() {
 		_ = s.f.Close()
 		s.f = nil
 	}
-	s.handOn(err == nil)
+	s.handOn(err == nil && !s.leftMapped.Load())
 }
 
 // corrupt builds the error for damage at pos.
