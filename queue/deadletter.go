@@ -15,7 +15,8 @@ import (
 // ChangeVisibility to 0, or found at open with its count used up): its
 // body is appended to the dead-letter queue with its group and dedup id,
 // origin = its offset here and receives = its count; only once that append
-// is durable (as the sync policy makes anything durable) is it deleted
+// is synced (under every policy: a message a Sync made durable must not
+// be lost to a move the next power failure half undoes) is it deleted
 // here. A crash in between leaves it in both queues: it is moved again, a
 // duplicate in the dead letters, never a loss. A timer runs the moves, at
 // once, not the next Receive; a failed move is tried again after
@@ -187,13 +188,14 @@ func (q *Queue) endMoves(items []moveItem, k int, back func(i int32, now int64))
 	return n, at, err
 }
 
-// durable waits until the message at off is as durable as the sync policy
-// makes an acknowledged send: synced under SyncAlways (AppendBatch did)
-// and SyncInterval, in the page cache under SyncNone.
+// durable waits until the message at off is synced: under SyncAlways
+// AppendBatch did it, under SyncInterval and SyncNone a sync is waited for
+// (started, under SyncNone). A move's delete on the other side must never
+// outlive, in a power failure, the append it follows: under SyncNone that
+// lost messages an earlier Sync had made durable
+// (TestQueueRecycledLogRestartAndPowerLoss). Moves are rare: one sync per
+// batch of them.
 func (q *Queue) durable(off uint64) error {
-	if q.opts.Log.Sync != engine.SyncInterval {
-		return nil
-	}
 	return q.log.WaitDurable(context.Background(), off)
 }
 
