@@ -202,6 +202,9 @@ func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) 
 	pos, off := 0, base
 	for off < durable && pos+16 <= len(b) {
 		n := int(binary.BigEndian.Uint32(b[pos:]) & (1<<31 - 1))
+		if n == 0 && slices.IndexFunc(b[pos:], func(c byte) bool { return c != 0 }) < 0 {
+			break // a sealed segment's zero tail (a reused file keeps its size)
+		}
 		if n < 12 || pos+4+n > len(b) || binary.BigEndian.Uint64(b[pos+8:]) != off {
 			t.Fatalf("%s: record %d at %d, below the durable point %d, is not whole", path, off, pos, durable)
 		}
