@@ -38,11 +38,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 	var recycled, rolled uint64 // segments made from dropped files, and about how many were made
 	for range b.N {
 		b.StopTimer()
-		warmPageCache(b)
-		dir, err := os.MkdirTemp(scratch, "steady-")
-		if err != nil {
-			b.Fatal(err)
-		}
+		dir := freshDir(b, "steady-")
 		q, err := queue.Open(dir, queue.Options{
 			Log:                engine.Options{SegmentBytes: 64 << 20},
 			CheckpointInterval: 100 * time.Millisecond,

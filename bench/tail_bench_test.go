@@ -57,11 +57,7 @@ func BenchmarkAppendTail(b *testing.B) {
 		var wall time.Duration
 		for range b.N {
 			b.StopTimer()
-			warmPageCache(b)
-			dir, err := os.MkdirTemp(scratch, "tail-")
-			if err != nil {
-				b.Fatal(err)
-			}
+			dir := freshDir(b, "tail-")
 			l, err := engine.Open(dir, engine.Options{})
 			if err != nil {
 				b.Fatal(err)
@@ -154,6 +150,18 @@ func warmPageCache(b *testing.B) {
 	}
 	_ = f.Close()
 	_ = os.Remove(path)
+}
+
+// freshDir warms the page cache (warmPageCache) and returns a new
+// directory under scratch for the path timed next.
+func freshDir(b *testing.B, prefix string) string {
+	b.Helper()
+	warmPageCache(b)
+	dir, err := os.MkdirTemp(scratch, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dir
 }
 
 // writeTail times tailTotal bytes of writes of size bytes each (write(f, i)

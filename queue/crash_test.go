@@ -182,16 +182,8 @@ func workload(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(stri
 					if len(batch) < 3 {
 						continue
 					}
-					offs := make([]uint64, len(batch))
-					for k, e := range batch {
-						emit(wlEvent{evDeleting, e.off, e.id})
-						offs[k] = e.off
-					}
-					if !check("DeleteBatch", q.DeleteBatch(offs)) {
+					if !deleteBatch(q, batch, emit, check) {
 						return
-					}
-					for _, e := range batch {
-						emit(wlEvent{evDeleted, e.off, e.id})
 					}
 					batch = batch[:0]
 				case p < 14:
@@ -433,4 +425,22 @@ func kill9Child(dir string) {
 		os.Exit(4)
 	})
 	select {}
+}
+
+// deleteBatch deletes the messages of batch (offsets and ids) with one
+// DeleteBatch, recording each as being deleted before and deleted after;
+// it reports whether the call worked (check says so and records why).
+func deleteBatch(q *Queue, batch []wlEvent, emit func(wlEvent), check func(string, error) bool) bool {
+	offs := make([]uint64, len(batch))
+	for k, e := range batch {
+		emit(wlEvent{evDeleting, e.off, e.id})
+		offs[k] = e.off
+	}
+	if !check("DeleteBatch", q.DeleteBatch(offs)) {
+		return false
+	}
+	for _, e := range batch {
+		emit(wlEvent{evDeleted, e.off, e.id})
+	}
+	return true
 }

@@ -184,16 +184,8 @@ func steadyLoad(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(st
 					if len(batch) < 4 {
 						continue
 					}
-					offs := make([]uint64, len(batch))
-					for k, e := range batch {
-						emit(e)
-						offs[k] = e.off
-					}
-					if !check("DeleteBatch", q.DeleteBatch(offs)) {
+					if !deleteBatch(q, batch, emit, check) {
 						return
-					}
-					for _, e := range batch {
-						emit(wlEvent{evDeleted, e.off, e.id})
 					}
 					batch = batch[:0]
 				case p < 98:
