@@ -155,6 +155,10 @@ func (l *Log) closeSegments() error {
 // MaxRecordBytes returns the largest body Append accepts.
 func (l *Log) MaxRecordBytes() int { return l.maxBody }
 
+// SegmentBytes returns the segment size the log rolls at: Options'
+// SegmentBytes, or the one stored in log.meta when that was zero.
+func (l *Log) SegmentBytes() int64 { return l.cfg.SegmentBytes }
+
 // Next returns the offset the next appended record will get. On a log
 // opened read-only it first looks for records the writer appended since.
 func (l *Log) Next() uint64 {

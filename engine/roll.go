@@ -91,7 +91,10 @@ func (l *Log) prepareLoop() {
 		}
 		s, err := l.prepare()
 		if err == nil && !l.cfg.WriteThrough {
-			s.Prefault(l.pre.ahead)
+			// Its first quarter (at most the prefaulter's reach): the
+			// prefaulter takes over from the roll on, and a small log's
+			// spare segment does not hold a whole segment of disk.
+			s.Prefault(min(l.pre.ahead, max(l.cfg.SegmentBytes/4, 1)))
 		}
 		// On error (a full disk, say) the roll creates the segment
 		// itself and reports the error to the appender.

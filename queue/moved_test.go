@@ -151,6 +151,19 @@ func dirUsage(t *testing.T, dir string) (segments int, bytes, spare int64) {
 	return segments, bytes, spare
 }
 
+// listDir logs every file below dir with its size.
+func listDir(t *testing.T, dir string) {
+	t.Helper()
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				t.Logf("%8d %s", info.Size(), path[len(dir):])
+			}
+		}
+		return nil
+	})
+}
+
 var heldMiB = flag.Int("queue.heldmib", 8, "MiB of messages TestQueueMovedDiskBounded passes by its stuck message (the issue's target: 50)")
 
 // A queue runs with one message that never finishes (stuck in flight, or
@@ -180,7 +193,7 @@ func TestQueueMovedDiskBounded(t *testing.T) {
 				t.Fatal("the first message was not handed out")
 			}
 			body := strings.Repeat("x", 1000)
-			maxSegs, maxBytes, maxSpare, receives := 0, int64(0), int64(0), 1
+			maxSegs, maxBytes, maxSpare, maxAll, receives := 0, int64(0), int64(0), int64(0), 1
 			n := *heldMiB << 10 // 8 MiB by default: 128 segments
 			for i := range n {
 				mustSend(t, q, body)
@@ -204,39 +217,29 @@ func TestQueueMovedDiskBounded(t *testing.T) {
 				if i > n/8 && i%16 == 0 {
 					segs, bytes, spare := dirUsage(t, dir)
 					maxSegs, maxBytes, maxSpare = max(maxSegs, segs), max(maxBytes, bytes), max(maxSpare, spare)
+					maxAll = max(maxAll, bytes+spare)
 				}
 			}
 			st := q.Stats()
-			t.Logf("at most %d segments, %d bytes in the directory and %d in the engine's spare files; %d moves, %d receives of the stuck message",
-				maxSegs, maxBytes, maxSpare, st.Moved, receives)
+			t.Logf("at most %d segments, %d bytes in the directory (%d without the engine's spare files, %d in them); %d moves, %d receives of the stuck message",
+				maxSegs, maxAll, maxBytes, maxSpare, st.Moved, receives)
 			if limit := q.opts.MaxHeldSegments + 2; maxSegs > limit {
 				t.Errorf("the message log held %d segments, more than MaxHeldSegments + 2 = %d", maxSegs, limit)
 			}
-			// The queue's part: its segments, indexes and side logs, 443
-			// KB measured once the active segment's file stopped being
-			// allocated past SegmentBytes (577 to 601 KB before, when it
-			// was allocated to twice SegmentBytes here), under
-			// MaxHeldSegments + 4 segments' worth (512 KiB); the engine's
-			// spare files (the next segment prepared ahead, one kept for
-			// reuse) come on top, up to 3 segments' worth.
-			if limit := int64(q.opts.MaxHeldSegments+4) * segBytes; maxBytes > limit {
-				t.Errorf("the directory held %d bytes, more than (MaxHeldSegments + 4) segments = %d", maxBytes, limit)
-			}
-			if limit := int64(3) * segBytes; maxSpare > limit {
-				t.Errorf("the engine's spare files held %d bytes, more than 3 segments' worth", maxSpare)
+			// Everything in the directory, the engine's spare files too
+			// (the next segment prepared ahead, a dropped one kept for
+			// reuse, and the stuck message's first segment, which its
+			// hand-out keeps mapped): 503 to 507 KB measured once index
+			// files were sized for the segment and a prepared segment
+			// allocated a quarter of one (588 to 602 KB before).
+			if limit := int64(q.opts.MaxHeldSegments+4) * segBytes; maxAll > limit {
+				t.Errorf("the directory held %d bytes, more than (MaxHeldSegments + 4) segments = %d", maxAll, limit)
 			}
 			if st.Moved == 0 || st.Messages != 1 || (failing && receives < 10) {
 				t.Errorf("nothing moved, or not one message left, or the failing one did not fail: %+v", st)
 			}
 			if t.Failed() {
-				_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-					if err == nil && !d.IsDir() {
-						if info, err := d.Info(); err == nil {
-							t.Logf("%8d %s", info.Size(), path[len(dir):])
-						}
-					}
-					return nil
-				})
+				listDir(t, dir)
 			}
 
 		})

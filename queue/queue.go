@@ -272,12 +272,12 @@ func (q *Queue) openLogs() error {
 	if q.log, err = engine.Open(q.dir, lo); err != nil {
 		return err
 	}
-	if q.dels, err = engine.Open(filepath.Join(q.dir, deletesDir), deleteLogOptions(q.opts.Log)); err != nil {
+	if q.dels, err = engine.Open(filepath.Join(q.dir, deletesDir), deleteLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
 		return err
 	}
 	rdir := filepath.Join(q.dir, receivesDir)
 	if _, serr := os.Stat(rdir); q.opts.MaxReceives > 0 || serr == nil {
-		if q.recvs, err = engine.Open(rdir, receiveLogOptions(q.opts.Log)); err != nil {
+		if q.recvs, err = engine.Open(rdir, receiveLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,9 @@ const (
 
 // receiveLogOptions are the options of the receive-count log: those of the
 // delete log.
-func receiveLogOptions(o engine.Options) engine.Options { return deleteLogOptions(o) }
+func receiveLogOptions(o engine.Options, segBytes int64) engine.Options {
+	return deleteLogOptions(o, segBytes)
+}
 
 // counted is a receive count restored at open.
 type counted struct {

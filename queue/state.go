@@ -59,12 +59,16 @@ type Recovery struct {
 	Receives engine.Recovery // the receive-count log's Open (zero when there is none)
 }
 
-// deleteLogOptions are the options of the delete log: small segments, the
-// queue's permissions and sync policy. Under SyncAlways the queue waits
-// for each record itself (outside its lock), so the log runs SyncNone.
-func deleteLogOptions(o engine.Options) engine.Options {
+// deleteLogOptions are the options of the delete log: small segments, at
+// most a quarter of the message log's (segBytes; at least 4 KiB), so that
+// the bookkeeping of a queue of small segments never takes the disk of
+// its messages (a record here is 30 to 40 bytes, a message's often a
+// thousand); the queue's permissions and sync policy. Under SyncAlways the
+// queue waits for each record itself (outside its lock), so the log runs
+// SyncNone.
+func deleteLogOptions(o engine.Options, segBytes int64) engine.Options {
 	d := engine.Options{
-		SegmentBytes: deleteSegmentBytes,
+		SegmentBytes: min(deleteSegmentBytes, max(segBytes/4, 4<<10)),
 		Sync:         o.Sync,
 		SyncInterval: o.SyncInterval,
 		FileMode:     o.FileMode,

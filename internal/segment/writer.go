@@ -41,8 +41,20 @@ type writer struct {
 // read or written.
 func (w *writer) extent() int64 { return w.alloc.Load() }
 
-// allocStep is the unit in which the .log file of an active segment grows.
+// allocStep is the unit in which the .log file of an active segment grows
+// (see Config.allocStep for small segments).
 const allocStep = 2 << 20
+
+// allocStep returns the step in which a segment's .log file grows:
+// allocStep, or a quarter of a segment (whole pages) for segments smaller
+// than 8 MiB, so that a segment prepared ahead of a small log's writer
+// does not take a whole segment of disk before it holds a byte (a queue
+// with 64 KiB segments kept 64 KiB in its prepared file).
+func (c *Config) allocStep() int64 {
+	page := int64(mmapfile.PageSize)
+	quarter := (c.SegmentBytes/4 + page - 1) / page * page
+	return min(int64(allocStep), max(quarter, page))
+}
 
 // grow makes sure the .log file is allocated at least to end (capped at the
 // mapped capacity), in whole steps. The caller holds popMu. A full disk is
@@ -53,8 +65,7 @@ func (s *Segment) grow(end int64) error {
 	if end <= have {
 		return nil
 	}
-	// Steps of allocStep, or of a segment for segments smaller than that.
-	step := min(int64(allocStep), max(s.cfg.SegmentBytes, int64(mmapfile.PageSize)))
+	step := s.cfg.allocStep()
 	// Never past SegmentBytes ahead of the records: only a record larger
 	// than the segment (the writer's own grow) takes the file beyond it.
 	want := min((end+step-1)/step*step, w.capacity, max(s.cfg.SegmentBytes, end))
@@ -259,7 +270,7 @@ func (s *Segment) openWriter() error {
 		_ = mmapfile.Advise(s.rw, 0, len(s.rw), mmapfile.HugePage)
 		_ = mmapfile.Advise(s.ro, 0, len(s.ro), mmapfile.HugePage)
 	}
-	w.idxCap = cfg.indexCapacity(w.capacity)
+	w.idxCap = cfg.indexCapacity(min(w.capacity, cfg.SegmentBytes))
 	x := &index{}
 	if w.idxF, x.offMap, err = s.mapIndexFile(IndexSuffix, w.idxCap*sparseidx.OffsetEntrySize); err != nil {
 		return err
