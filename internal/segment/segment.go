@@ -102,12 +102,13 @@ func (c *Config) capacity() int64 {
 
 // indexCapacity is how many entries an index of a segment of size bytes can
 // need: an entry follows more than IndexInterval bytes, and records are at
-// least 16 bytes. Every record of a segment starts below SegmentBytes (the
-// roll rule; one larger than a segment starts at 0), so an active
-// segment's index files are sized for SegmentBytes, not for its mapping
-// (which has room for a record of MaxRecord bytes): a log of 4 KiB
-// segments kept 5 KiB of index files for each of them. A full index only
-// stops taking entries; reads then walk a little further.
+// least 16 bytes. Every record a segment gets under the current settings
+// starts below SegmentBytes (the roll rule; one larger than a segment
+// starts at 0), so an active segment's index files are sized for
+// SegmentBytes, or for its file when a larger SegmentBytes wrote it, not
+// for its mapping (which has room for a record of MaxRecord bytes): a log
+// of 4 KiB segments kept 5 KiB of index files for each of them. A full
+// index only stops taking entries; reads then walk a little further.
 func (c *Config) indexCapacity(size int64) int {
 	gap := int64(c.IndexInterval) + 1
 	if gap < 16 {

@@ -270,7 +270,10 @@ func (s *Segment) openWriter() error {
 		_ = mmapfile.Advise(s.rw, 0, len(s.rw), mmapfile.HugePage)
 		_ = mmapfile.Advise(s.ro, 0, len(s.ro), mmapfile.HugePage)
 	}
-	w.idxCap = cfg.indexCapacity(min(w.capacity, cfg.SegmentBytes))
+	// Sized for SegmentBytes (see indexCapacity), or for the file when it
+	// is larger: a segment written under a larger SegmentBytes holds
+	// records past the current one, and its rebuilt index needs them all.
+	w.idxCap = cfg.indexCapacity(max(min(w.capacity, cfg.SegmentBytes), st.Size()))
 	x := &index{}
 	if w.idxF, x.offMap, err = s.mapIndexFile(IndexSuffix, w.idxCap*sparseidx.OffsetEntrySize); err != nil {
 		return err
