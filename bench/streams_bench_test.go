@@ -121,6 +121,37 @@ func BenchmarkVisibility(b *testing.B) {
 	b.Run("reader=block-other", func(b *testing.B) { visibilityOther(b, "block", 200*time.Microsecond) })
 }
 
+// BenchmarkCoreToCore is the floor under every append-to-read figure: one
+// cache line passed back and forth between two goroutines spinning on
+// it, each on a core of its own (GOMAXPROCS 2). One op is a round trip:
+// the writer's store reaching a reader on another core, and the answer
+// coming back. A record seen by a spinning reader needs at least the
+// line that says it exists and the lines that hold it, each one of these
+// trips' halves.
+func BenchmarkCoreToCore(b *testing.B) {
+	var line struct {
+		_ [64]byte
+		v atomic.Uint64
+		_ [56]byte
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint64(1); i <= uint64(b.N); i++ {
+			for line.v.Load() != 2*i-1 {
+			}
+			line.v.Store(2 * i)
+		}
+	}()
+	b.ResetTimer()
+	for i := uint64(1); i <= uint64(b.N); i++ {
+		line.v.Store(2*i - 1)
+		for line.v.Load() != 2*i {
+		}
+	}
+	<-done
+}
+
 // BenchmarkWake compares how a reader in another process blocks until the
 // next record: wake=futex is Wait on a read-only Log (a futex on
 // log.notify's word, which the writer wakes when a reader announced it
