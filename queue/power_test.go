@@ -95,10 +95,11 @@ func powerLossRound(t *testing.T, round uint64) {
 		t.Fatalf("round %d: second open: %v", round, err)
 	}
 	// The damaged delete records the first open reported and stepped over
-	// are still in the delete log (only whole segments below the head go,
-	// never the active one): the second open reports them again, and
-	// nothing else.
-	if r2 := q.Recovery(); r2.Lost != 0 || !slices.Equal(damagedRecords(r2.DeleteDamage), damagedRecords(r.DeleteDamage)) || r2.CheckpointError != nil {
+	// stay in the delete log until the head passes their segment (the
+	// delete log's segments are a quarter of the message log's, so the
+	// check's own deletes may take it past them): the second open reports
+	// some or all of them again, and nothing else.
+	if r2 := q.Recovery(); r2.Lost != 0 || !subset(damagedRecords(r2.DeleteDamage), damagedRecords(r.DeleteDamage)) || r2.CheckpointError != nil {
 		t.Errorf("round %d: second open found more: %+v (the first found delete damage %q)", round, r2, r.DeleteDamage)
 	}
 	mustCloseQueue(t, q)
@@ -254,6 +255,16 @@ func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) 
 // damagedRecords names the records of a recovery's damage reports ("offset
 // N in segment S"), without the details that depend on how much of the
 // file a read could see.
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
 func damagedRecords(reports []string) []string {
 	var out []string
 	for _, r := range reports {
