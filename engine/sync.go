@@ -355,13 +355,16 @@ func (l *Log) checkpointer() {
 // prefaulter keeps the pages ahead of the writer mapped, so that appends
 // copy into resident memory instead of taking a page fault per 4 KiB.
 //
-// While the writer keeps appending, the prefaulter looks again every
-// prefaultPoll on its own instead of being woken: waking a parked
-// goroutine whose thread sleeps is a system call on the appender's thread
-// (futexwakeup), about 30 µs on the project's machine, once per
-// prefaultStep. The writer wakes it only once it has parked (a look found
-// the writer where the one before left it). (Under SyncAlways records go
-// in with pwrite and there is no prefaulter.)
+// While the writer keeps crossing marks (one every prefaultStep), the
+// prefaulter looks again every prefaultPoll on its own instead of being
+// woken: waking a parked goroutine whose thread sleeps is a system call
+// on the appender's thread (futexwakeup), about 30 µs on the project's
+// machine. It parks once a look finds no mark crossed since the one
+// before, and the writer wakes it only then. A writer slower than a mark
+// per prefaultPoll still wakes it at most marks, but seldom; one that is
+// faster, or whose pages take the prefaulter long to fault in (fresh
+// memory), never does. (Under SyncAlways records go in with pwrite and
+// there is no prefaulter.)
 type prefaulter struct {
 	kick  chan struct{}
 	mark  int64 // writer-side: the end position at which to kick next
