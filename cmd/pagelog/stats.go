@@ -22,8 +22,9 @@ func runStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("stats", "--dir D [--watch [--interval T] [--count N]] [--json]",
 		"Reads the log or queue in D beside the process that has it open (no lock\n"+
 			"is taken, nothing is written) and prints one screen: offsets, segments,\n"+
-			"bytes of records and on disk, and for a queue its depth, head, the age of\n"+
-			"its oldest message and its dead letters. --watch refreshes it every\n"+
+			"bytes of records and on disk, the segments the writer maps (found through\n"+
+			"/proc), and for a queue its depth, head, cursor (known when no process has\n"+
+			"it open), the age of its oldest message and its dead letters. --watch refreshes it every\n"+
 			"--interval with rates (appends/s from the next offset, bytes/s, depth/s,\n"+
 			"deleted/s) until interrupted or --count refreshes; --json prints one JSON\n"+
 			"object per refresh instead. Counters that only the owning process knows\n"+
@@ -99,6 +100,11 @@ type dirStats struct {
 	Log       engine.LogStats // of a read-only open: offsets, segments, bytes
 	DiskBytes int64           // what the directory's files take on disk
 	Queue     *queueStats     // nil for a plain log
+	// Owner is the process that has the log open for writing (0: none),
+	// and Mapped the segments it maps, when OwnerKnown (see logOwner).
+	Owner      int
+	Mapped     int
+	OwnerKnown bool
 }
 
 type queueStats struct {
@@ -113,6 +119,8 @@ type queueStats struct {
 // readDirStats reads the figures of the log or queue in dir without a lock.
 func readDirStats(dir string) (dirStats, error) {
 	st := dirStats{At: time.Now(), Dir: dir}
+	// Before this process maps anything of the log itself.
+	st.Owner, st.Mapped, st.OwnerKnown = logOwner(dir)
 	isQueue, err := queue.IsQueue(dir)
 	if err != nil {
 		return st, err
@@ -138,6 +146,17 @@ func readDirStats(dir string) (dirStats, error) {
 	}
 	st.DiskBytes, err = diskBytes(dir)
 	return st, err
+}
+
+// cursor is where the queue hands out from next, as far as its files
+// tell: with no process holding it open, a queue opening now starts at
+// its head. Beside a writer it is in that process's memory only (its
+// Stats.Cursor, exported by the metrics module).
+func (st *dirStats) cursor() (uint64, bool) {
+	if st.Queue == nil || !st.OwnerKnown || st.Owner != 0 {
+		return 0, false
+	}
+	return st.Queue.Head, true
 }
 
 // appendedAt estimates when the record at off was appended, from l's time
@@ -277,7 +296,14 @@ func writeStatsScreen(w io.Writer, st *dirStats, r *rates, watching bool) {
 	}
 	pair("first", st.Log.First, "next", st.Log.Next)
 	pair("segments", st.Log.Segments, "log bytes", formatBytes(st.Log.Bytes))
-	fmt.Fprintf(w, "%-12s %v\n", "disk", formatBytes(st.DiskBytes))
+	mapped := "unknown"
+	switch {
+	case st.OwnerKnown && st.Owner == 0:
+		mapped = "0 (no writer)"
+	case st.OwnerKnown:
+		mapped = fmt.Sprintf("%d (writer pid %d)", st.Mapped, st.Owner)
+	}
+	pair("disk", formatBytes(st.DiskBytes), "mapped", mapped)
 	if q := st.Queue; q != nil {
 		oldest := "unknown"
 		switch {
@@ -296,6 +322,11 @@ func writeStatsScreen(w io.Writer, st *dirStats, r *rates, watching bool) {
 		fmt.Fprintln(w)
 		pair("depth", q.Messages, "oldest", oldest)
 		pair("head", q.Head, "end", q.End)
+		cursor := "unknown (in the writer's memory)"
+		if c, ok := st.cursor(); ok {
+			cursor = fmt.Sprint(c)
+		}
+		fmt.Fprintf(w, "%-12s %v\n", "cursor", cursor)
 		pair("deleted", q.Deleted, "lost", q.Lost)
 		pair("dead letters", q.DeadLetters, "checkpoint", ck)
 	}
@@ -328,9 +359,15 @@ type statsJSON struct {
 	Kind      string `json:"kind"`
 	First     uint64 `json:"first"`
 	Next      uint64 `json:"next"`
+	End       uint64 `json:"end"` // a log's next; a queue's end (the offset of its next send)
 	Segments  int    `json:"segments"`
 	Bytes     int64  `json:"bytes"`
 	DiskBytes int64  `json:"disk_bytes"`
+	// The writer's process and the segments it maps: null when it cannot
+	// be told, owner_pid null and mapped_segments 0 when no process has
+	// the log open for writing.
+	OwnerPID       *int `json:"owner_pid"`
+	MappedSegments *int `json:"mapped_segments"`
 	*queueJSON
 	*rates
 }
@@ -338,7 +375,7 @@ type statsJSON struct {
 type queueJSON struct {
 	Depth           uint64   `json:"depth"`
 	Head            uint64   `json:"head"`
-	End             uint64   `json:"end"`
+	Cursor          *uint64  `json:"cursor"` // null beside a writer: it keeps it in memory
 	Deleted         uint64   `json:"deleted"`
 	Lost            uint64   `json:"lost"`
 	OldestAge       *float64 `json:"oldest_age_seconds"` // null when the time index cannot tell
@@ -349,14 +386,26 @@ type queueJSON struct {
 func newStatsJSON(st *dirStats, r *rates) statsJSON {
 	o := statsJSON{
 		Time: st.At.Format(time.RFC3339Nano), Dir: st.Dir, Kind: "log",
-		First: st.Log.First, Next: st.Log.Next, Segments: st.Log.Segments,
+		First: st.Log.First, Next: st.Log.Next, End: st.Log.Next, Segments: st.Log.Segments,
 		Bytes: st.Log.Bytes, DiskBytes: st.DiskBytes, rates: r,
+	}
+	if st.OwnerKnown {
+		mapped := st.Mapped
+		o.MappedSegments = &mapped
+		if st.Owner != 0 {
+			pid := st.Owner
+			o.OwnerPID = &pid
+		}
 	}
 	if q := st.Queue; q != nil {
 		o.Kind = "queue"
+		o.End = q.End
 		o.queueJSON = &queueJSON{
-			Depth: q.Messages, Head: q.Head, End: q.End, Deleted: q.Deleted, Lost: q.Lost,
+			Depth: q.Messages, Head: q.Head, Deleted: q.Deleted, Lost: q.Lost,
 			DeadLetters: q.DeadLetters,
+		}
+		if c, ok := st.cursor(); ok {
+			o.Cursor = &c
 		}
 		if q.AgeKnown {
 			age := q.OldestAge.Seconds()

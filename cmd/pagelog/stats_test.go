@@ -360,3 +360,70 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// stats names the process that has the log open for writing and counts
+// the segments it maps, as its own Log.Stats does; with no writer, nothing
+// is mapped, and a queue's cursor is its head (where an opener starts).
+func TestStatsWriterMappings(t *testing.T) {
+	dir := t.TempDir()
+	logOf(t, dir, 40, 100, 512) // 10 segments
+	o := statsJSONOf(t, "--dir", dir)[0]
+	wantJSON(t, o, map[string]any{"owner_pid": nil, "mapped_segments": 0, "end": 40})
+	if out := mustRun(t, "", "stats", "--dir", dir).stdout; !strings.Contains(out, "mapped       0 (no writer)") {
+		t.Errorf("stats screen without a writer:\n%s", out)
+	}
+
+	l, err := engine.Open(dir, engine.Options{SegmentBytes: 512, MaxMappedSegments: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for off := uint64(0); off < 40; off += 4 { // every segment once: the cache keeps 3
+		r, err := l.Read(off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	want := l.Stats().MappedSegments
+	if want < 2 {
+		t.Fatalf("the writer maps %d segments", want)
+	}
+	o = statsJSONOf(t, "--dir", dir)[0]
+	wantJSON(t, o, map[string]any{"owner_pid": os.Getpid(), "mapped_segments": want})
+	if out := mustRun(t, "", "stats", "--dir", dir).stdout; !strings.Contains(out, fmt.Sprintf("mapped       %d (writer pid %d)", want, os.Getpid())) {
+		t.Errorf("stats screen beside the writer (%d mapped):\n%s", want, out)
+	}
+}
+
+func TestStatsQueueCursor(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	q, err := queue.Open(dir, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := q.Send([]byte(fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		m, ok, err := q.TryReceive()
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		if err := q.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Beside the open queue the cursor is in its memory only.
+	wantJSON(t, statsJSONOf(t, "--dir", dir)[0], map[string]any{"cursor": nil, "owner_pid": os.Getpid()})
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o := statsJSONOf(t, "--dir", dir)[0]
+	wantJSON(t, o, map[string]any{"head": 2, "cursor": 2, "end": 5, "owner_pid": nil, "mapped_segments": 0})
+	if out := mustRun(t, "", "stats", "--dir", dir).stdout; !strings.Contains(out, "cursor       2\n") {
+		t.Errorf("stats screen of a closed queue:\n%s", out)
+	}
+}
