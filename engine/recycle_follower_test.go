@@ -32,16 +32,21 @@ func TestRecycleReaderHoldsRecordAcrossWriterRestart(t *testing.T) {
 	}
 	// Drop the oldest segment while nothing is prepared (so that its file
 	// is kept), a reader holding its last record, until a segment is made
-	// from the dropped file (a kick the preparer had pending may take the
-	// slot first); then roll until the active segment is that file (the
-	// reader keeps its inode number from being reused).
-	var rec Record
-	var ino uint64
+	// from a dropped file; then roll until the active segment is that
+	// file. Which dropped file it was depends on the preparer's timing (a
+	// kick it had pending may take the slot first), so a record of each
+	// is held (the readers also keep their inode numbers from being
+	// reused) and the one of the file that came back is checked.
+	held := map[uint64]Record{}
+	defer func() {
+		for _, r := range held {
+			r.Release()
+		}
+	}()
 	for tries := 0; w.Stats().Recycled == 0; tries++ {
 		if tries == 200 {
 			t.Fatal("no segment made from a dropped file in 200 tries")
 		}
-		rec.Release()
 		for !w.admitRecycled(func(spare int) bool { return spare == 0 }) {
 			for base := w.active.Base(); w.active.Base() == base; {
 				app(w)
@@ -50,12 +55,13 @@ func TestRecycleReaderHoldsRecordAcrossWriterRestart(t *testing.T) {
 		}
 		seg0 := (*w.segs.Load())[0]
 		last := (*w.segs.Load())[1].Base() - 1
-		ino = fileInode(t, seg0.Path())
+		ino := fileInode(t, seg0.Path())
 		ro := mustOpenRO(t, dir, o)
-		var err error
-		if rec, err = ro.Read(last); err != nil {
+		r, err := ro.Read(last)
+		if err != nil {
 			t.Fatal(err)
 		}
+		held[ino] = r
 		defer ro.Close()
 		if _, err := w.DropBefore((*w.segs.Load())[1].Base()); err != nil {
 			t.Fatal(err)
@@ -65,11 +71,15 @@ func TestRecycleReaderHoldsRecordAcrossWriterRestart(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	defer rec.Release()
-	for tries := 0; fileInode(t, w.active.Path()) != ino; tries++ {
+	var rec Record
+	for tries := 0; ; tries++ {
+		if r, ok := held[fileInode(t, w.active.Path())]; ok {
+			rec = r
+			break
+		}
 		app(w)
 		if tries > 5000 {
-			t.Fatal("the dropped file never became the active segment")
+			t.Fatal("no dropped file became the active segment")
 		}
 	}
 	if err := w.Close(); err != nil {
