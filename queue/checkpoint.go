@@ -89,6 +89,7 @@ type checkpointState struct {
 
 type checkpointReport struct {
 	head uint64
+	end  uint64 // the end queue.head holds (tests wait for a checkpoint by it)
 	err  error
 }
 
@@ -104,7 +105,7 @@ func (c *checkpointState) snapshot() (uint64, error) {
 func (q *Queue) scheduleCheckpoint() {
 	q.ck.mu.Lock()
 	defer q.ck.mu.Unlock()
-	q.ck.shown.Store(&checkpointReport{head: q.ck.head})
+	q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end})
 	if !q.ck.stopped {
 		q.ck.timer = q.clock.AfterFunc(q.opts.CheckpointInterval, q.checkpointTick)
 	}
@@ -142,7 +143,7 @@ func (q *Queue) stopCheckpoints() error {
 func (q *Queue) checkpoint() error {
 	_, err := q.moveHeld(false)
 	if serr := q.syncMoved(); serr != nil {
-		q.ck.shown.Store(&checkpointReport{head: q.ck.head, err: serr})
+		q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end, err: serr})
 		return serr // the head must not pass originals whose copies may be lost
 	}
 	q.mu.Lock()
@@ -152,7 +153,7 @@ func (q *Queue) checkpoint() error {
 	if !q.ck.written || head != q.ck.head || end != q.ck.end {
 		err = errors.Join(err, q.writeHead(headState{head: head, end: end}))
 	}
-	q.ck.shown.Store(&checkpointReport{head: q.ck.head, err: err})
+	q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end, err: err})
 	return err
 }
 
