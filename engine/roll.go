@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // A roll is off the append path. Creating, allocating and mapping three
@@ -91,10 +92,12 @@ func (l *Log) prepareLoop() {
 		}
 		s, err := l.prepare()
 		if err == nil && !l.cfg.WriteThrough {
-			// Its first quarter (at most the prefaulter's reach): the
-			// prefaulter takes over from the roll on, and a small log's
-			// spare segment does not hold a whole segment of disk.
-			s.Prefault(min(l.pre.ahead, max(l.cfg.SegmentBytes/4, 1)))
+			// The first eighth of a segment, at most the prefaulter's
+			// reach (8 MiB of 64 MiB): the prefaulter takes over from the
+			// roll on, and a small log's spare segment does not hold a
+			// whole segment of disk.
+			page := int64(mmapfile.PageSize)
+			s.Prefault(min(l.pre.ahead, max((l.cfg.SegmentBytes/8+page-1)/page*page, page)))
 		}
 		// On error (a full disk, say) the roll creates the segment
 		// itself and reports the error to the appender.

@@ -48,14 +48,14 @@ func (w *writer) extent() int64 { return w.alloc.Load() }
 const allocStep = 2 << 20
 
 // allocStep returns the step in which a segment's .log file grows:
-// allocStep, or a quarter of a segment (whole pages) for segments smaller
-// than 8 MiB, so that a segment prepared ahead of a small log's writer
+// allocStep, or an eighth of a segment (whole pages) for segments smaller
+// than 16 MiB, so that a segment prepared ahead of a small log's writer
 // does not take a whole segment of disk before it holds a byte (a queue
-// with 64 KiB segments kept 64 KiB in its prepared file).
+// with 64 KiB segments kept 64 KiB in its prepared file; now 8 KiB).
 func (c *Config) allocStep() int64 {
 	page := int64(mmapfile.PageSize)
-	quarter := (c.SegmentBytes/4 + page - 1) / page * page
-	return min(int64(allocStep), max(quarter, page))
+	eighth := (c.SegmentBytes/8 + page - 1) / page * page
+	return min(int64(allocStep), max(eighth, page))
 }
 
 // grow makes sure the .log file is allocated at least to end (capped at the
