@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/pagelog/pagelog/internal/segment"
-	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // A roll is off the append path. Creating, allocating and mapping three
@@ -96,8 +95,7 @@ func (l *Log) prepareLoop() {
 			// reach (8 MiB of 64 MiB): the prefaulter takes over from the
 			// roll on, and a small log's spare segment does not hold a
 			// whole segment of disk.
-			page := int64(mmapfile.PageSize)
-			s.Prefault(min(l.pre.ahead, max((l.cfg.SegmentBytes/8+page-1)/page*page, page)))
+			s.Prefault(min(l.pre.ahead, l.segmentPart(8)))
 		}
 		// On error (a full disk, say) the roll creates the segment
 		// itself and reports the error to the appender.

@@ -389,6 +389,13 @@ const (
 	prefaultPoll = 200 * time.Microsecond
 )
 
+// segmentPart returns 1/n of a segment in whole pages, at least one: how
+// far small segments are allocated and faulted in ahead.
+func (l *Log) segmentPart(n int64) int64 {
+	page := int64(mmapfile.PageSize)
+	return max((l.cfg.SegmentBytes/n+page-1)/page*page, page)
+}
+
 // wrote is called by the writer (under l.mu) after an append.
 func (p *prefaulter) wrote(end int64) {
 	if p.kick == nil || end < p.mark {
@@ -426,8 +433,7 @@ func (l *Log) startBackground() {
 	// At most a quarter of a segment ahead (whole pages): a log of small
 	// segments keeps in its active file about what it holds (64 MiB
 	// segments: 8 MiB ahead, as before).
-	page := int64(mmapfile.PageSize)
-	l.pre.ahead = min(prefaultAhead, max((l.cfg.SegmentBytes/4+page-1)/page*page, page))
+	l.pre.ahead = min(prefaultAhead, l.segmentPart(4))
 	l.pre.step = min(prefaultStep, l.pre.ahead/2)
 	l.pre.rolled(l.active)
 	l.bg.Add(1)
