@@ -183,6 +183,30 @@ func (p *Pool) ZeroFrom(b []byte, from int) error {
 	return overlayZeros(unsafe.Add(unsafe.Pointer(&b[0]), start), n-start)
 }
 
+// MapFrom maps the file f again over the pages of a mapping made by Map
+// that lie wholly in [from, to) (offsets in the mapping and in f), undoing
+// ZeroFrom there once f has grown past them.
+func (p *Pool) MapFrom(b []byte, f *os.File, from, to int) error {
+	if len(b) == 0 {
+		return nil
+	}
+	start, end := roundUp(max(from, 0)), roundUp(min(to, len(b)))
+	if start >= end {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.used[uintptr(unsafe.Pointer(&b[0]))]; !ok {
+		return fmt.Errorf("addrspace: remap of a range this pool did not map")
+	}
+	_, err := unix.MmapPtr(int(f.Fd()), int64(start), unsafe.Add(unsafe.Pointer(&b[0]), start), uintptr(end-start),
+		unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil {
+		return fmt.Errorf("addrspace: remap %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
 // Reserved returns the bytes of address space the pool holds, in use or
 // freed.
 func (p *Pool) Reserved() int {

@@ -77,6 +77,13 @@ func (s *Segment) grow(end int64) error {
 	if err := growTo(s.cfg, s.f, have, want); err != nil {
 		return err
 	}
+	if s.cfg.Ranges != nil {
+		// The read-only mapping read zeros past the file's end (see
+		// openWriter): it maps the file again as far as it now reaches.
+		if err := s.cfg.Ranges.MapFrom(s.ro, s.f, int(have), int(want)); err != nil {
+			return err
+		}
+	}
 	w.alloc.Store(want)
 	return nil
 }
@@ -260,6 +267,15 @@ func (s *Segment) openWriter() error {
 	}
 	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
 		return err
+	}
+	if s.cfg.Ranges != nil {
+		// The mapping may take over a range where a stale body of a
+		// dropped segment still points: past the file's end (it grows in
+		// steps) that body must read zeros, never fault. grow maps the
+		// file back as it grows.
+		if err := s.cfg.Ranges.ZeroFrom(s.ro, int(w.alloc.Load())); err != nil {
+			return err
+		}
 	}
 	if s.rw, err = mmapfile.Map(f, int(w.capacity), true); err != nil {
 		return err
