@@ -516,7 +516,28 @@ func (s *Segment) addEntry(x *index, id uint64, pos int64) {
 // goroutine and works in small chunks, so that Seal never waits long for it;
 // it skips whatever the writer has already passed.
 func (s *Segment) Prefault(ahead int64) {
-	for s.prefaultChunk(ahead) {
+	for s.prefaultChunk(ahead, true) {
+	}
+}
+
+// Preallocate allocates the first n bytes of the .log file of an active or
+// prepared segment (never past SegmentBytes).
+func (s *Segment) Preallocate(n int64) error {
+	s.popMu.Lock()
+	defer s.popMu.Unlock()
+	if s.w == nil {
+		return errors.New("segment: preallocate: not an active segment")
+	}
+	return s.grow(min(n, s.w.capacity, s.cfg.SegmentBytes))
+}
+
+// PrefaultPrepared faults in the allocated part of a prepared segment, up
+// to ahead bytes, while more (asked before each chunk) reports true. A
+// roll may take the segment meanwhile, and Activate then runs beside the
+// chunk in flight: the chunks never grow the file (see Preallocate), so
+// they never touch the files Activate renames and replaces.
+func (s *Segment) PrefaultPrepared(ahead int64, more func() bool) {
+	for more() && s.prefaultChunk(ahead, false) {
 	}
 }
 
@@ -525,7 +546,7 @@ func (s *Segment) Prefault(ahead int64) {
 // readers of this process fault no more than the writer), with a
 // reference held (Close may run meanwhile: the last reference unmaps) and
 // under popMu (Seal trims the file under it).
-func (s *Segment) prefaultChunk(ahead int64) bool {
+func (s *Segment) prefaultChunk(ahead int64, grow bool) bool {
 	const chunk = 64 << 10
 	page := int64(mmapfile.PageSize)
 	if !s.Acquire() {
@@ -548,8 +569,14 @@ func (s *Segment) prefaultChunk(ahead int64) bool {
 		s.populateIndex() // a reused file comes populated
 		return false
 	}
+	if !grow {
+		target = min(target, w.alloc.Load())
+	}
+	if from >= target {
+		return false
+	}
 	n := min(chunk, target-from)
-	if s.grow(from+n) != nil {
+	if grow && s.grow(from+n) != nil {
 		// A full disk: the writer meets the error when it gets
 		// there, and the next kick tries again.
 		return false
