@@ -96,10 +96,7 @@ func (s *Segment) recoverActive(h Hint) (Recovery, error) {
 		need = max(need, h.Clean.End)
 	}
 	if need > w.extent() && need <= w.capacity {
-		s.popMu.Lock()
-		err := s.grow(need)
-		s.popMu.Unlock()
-		if err != nil {
+		if err := s.growLocked(need); err != nil {
 			return rep, err
 		}
 	}

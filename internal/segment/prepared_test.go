@@ -3,6 +3,7 @@ package segment
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 // preparedSegment is a prepared segment of segBytes with its first n bytes
@@ -89,4 +90,34 @@ func TestPrefaultPreparedStaysInAllocation(t *testing.T) {
 	if p, a := s.Populated(), s.w.alloc.Load(); p != a {
 		t.Fatalf("populated %d of %d allocated bytes", p, a)
 	}
+}
+
+// The writer grows the file without waiting for the prefaulter: a chunk
+// in flight holds popMu for as long as the kernel takes to zero a 2 MiB
+// folio (milliseconds with fresh memory), and a writer that waited for it
+// parked its goroutine. Here popMu is held throughout, and the writer
+// fills a whole segment, growing the file step by step.
+func TestWriterGrowsBesidePrefaultChunk(t *testing.T) {
+	s, err := Create(testConfig(t, 1<<20, 4096), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := s.w.alloc.Load()
+	s.popMu.Lock() // a prefault chunk in flight
+	filled := make(chan written, 1)
+	go func() { filled <- fill(t, s) }()
+	var w written
+	select {
+	case w = <-filled:
+		s.popMu.Unlock()
+	case <-time.After(30 * time.Second):
+		s.popMu.Unlock()
+		<-filled
+		t.Fatal("the writer waits for the prefaulter's lock to grow the file")
+	}
+	if after := s.w.alloc.Load(); after <= before {
+		t.Fatalf("the file did not grow: %d bytes allocated before, %d after", before, after)
+	}
+	checkReads(t, s, w)
 }

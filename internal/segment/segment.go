@@ -159,6 +159,12 @@ type Segment struct {
 
 	w     *writer    // nil when sealed; the writer's alone except under popMu
 	popMu sync.Mutex // held by the prefaulter; Seal takes it to unmap
+	// growMu serializes grow, the writer's and the prefaulter's. It is
+	// never held across a page fault: a writer that meets the end of the
+	// allocated file waits for a fallocate, not for the prefaulter's
+	// chunk (up to milliseconds zeroing a 2 MiB folio), with its
+	// goroutine parked meanwhile.
+	growMu sync.Mutex
 
 	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
 

@@ -30,7 +30,7 @@ type writer struct {
 	// It grows ahead of the writer in steps (see grow), never past
 	// capacity, so that a new segment does not take SegmentBytes of disk
 	// before it holds them. Nothing may touch the mapping at or past it:
-	// that is past the end of the file. Written under popMu.
+	// that is past the end of the file. Written under growMu.
 	alloc atomic.Int64
 
 	populated int64 // bytes of the mapping already pre-faulted (under popMu)
@@ -59,7 +59,8 @@ func (c *Config) allocStep() int64 {
 }
 
 // grow makes sure the .log file is allocated at least to end (capped at the
-// mapped capacity), in whole steps. The caller holds popMu. A full disk is
+// mapped capacity), in whole steps. The caller holds growMu (see
+// growLocked). A full disk is
 // an error here, before any byte is written there.
 func (s *Segment) grow(end int64) error {
 	w := s.w
@@ -86,6 +87,13 @@ func (s *Segment) grow(end int64) error {
 	}
 	w.alloc.Store(want)
 	return nil
+}
+
+// growLocked is grow under growMu.
+func (s *Segment) growLocked(end int64) error {
+	s.growMu.Lock()
+	defer s.growMu.Unlock()
+	return s.grow(end)
 }
 
 func (w *writer) close() error {
@@ -261,7 +269,7 @@ func (s *Segment) openWriter() error {
 	if st.Size() == 0 {
 		// A new file: its first step now, so that a full disk fails the
 		// creation; the rest as the writer and the prefaulter need it.
-		if err := s.grow(1); err != nil {
+		if err := s.growLocked(1); err != nil {
 			return err
 		}
 	}
@@ -401,10 +409,7 @@ func (s *Segment) AppendBatch(attrs []*record.Attrs, bodies [][]byte, sizes []in
 		return 0, io.ErrShortBuffer
 	}
 	if end := w.pos + total; end > w.alloc.Load() {
-		s.popMu.Lock()
-		err := s.grow(end)
-		s.popMu.Unlock()
-		if err != nil {
+		if err := s.growLocked(end); err != nil {
 			return 0, err
 		}
 	}
@@ -469,10 +474,7 @@ func (s *Segment) put(id uint64, pos int64, attrs *record.Attrs, body []byte) (i
 		if end > w.capacity {
 			return 0, io.ErrShortBuffer
 		}
-		s.popMu.Lock()
-		err := s.grow(end)
-		s.popMu.Unlock()
-		if err != nil {
+		if err := s.growLocked(end); err != nil {
 			return 0, err
 		}
 	}
@@ -528,7 +530,7 @@ func (s *Segment) Preallocate(n int64) error {
 	if s.w == nil {
 		return errors.New("segment: preallocate: not an active segment")
 	}
-	return s.grow(min(n, s.w.capacity, s.cfg.SegmentBytes))
+	return s.growLocked(min(n, s.w.capacity, s.cfg.SegmentBytes))
 }
 
 // PrefaultPrepared faults in the allocated part of a prepared segment, up
@@ -576,7 +578,7 @@ func (s *Segment) prefaultChunk(ahead int64, grow bool) bool {
 		return false
 	}
 	n := min(chunk, target-from)
-	if grow && s.grow(from+n) != nil {
+	if grow && s.growLocked(from+n) != nil {
 		// A full disk: the writer meets the error when it gets
 		// there, and the next kick tries again.
 		return false
