@@ -11,6 +11,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -260,7 +261,19 @@ func TestIndexFileENOSPC(t *testing.T) {
 	body := func(off uint64) []byte { return testBody(off, bodyLen) }
 	noSegments := func(t *testing.T, dir string, want int) {
 		t.Helper()
-		entries, _ := os.ReadDir(dir)
+		// The preparer may be removing the files of a prepared segment
+		// whose allocation just failed: wait for it to finish (it fails
+		// 8 runs in 60 without the wait), then nothing may be left.
+		var entries []os.DirEntry
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			entries, _ = os.ReadDir(dir)
+			left := slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+				return strings.HasPrefix(e.Name(), segment.PreparedPrefix)
+			})
+			if !left || time.Now().After(deadline) {
+				break
+			}
+		}
 		n := 0
 		for _, e := range entries {
 			if _, _, ok := segment.ParseName(e.Name()); ok {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -214,7 +215,9 @@ func create(s *Segment) (*Segment, error) {
 	created := make([]string, 0, 3)
 	fail := func(err error) (*Segment, error) {
 		s.abandon()
-		for _, p := range created {
+		// Index files first, as RemoveFiles does: an index file is never
+		// there without its .log.
+		for _, p := range slices.Backward(created) {
 			_ = os.Remove(p)
 		}
 		return nil, err
