@@ -259,7 +259,7 @@ func benchLimits(work string) ([]benchFig, error) {
 			return err
 		}
 		pos += int64(len(block))
-		return syscall.Fdatasync(int(g.Fd()))
+		return fdatasync(g)
 	})
 	if err != nil {
 		return nil, err
