@@ -158,13 +158,17 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 	first = l.next.Load()
 	for n < len(bodies) {
 		var k int
-		if k, err = l.appendManyLocked(attrs, bodies, sizes, n); err != nil {
-			break
-		}
-		if n == 0 {
+		k, err = l.appendManyLocked(attrs, bodies, sizes, n)
+		// A segment may take some records of its share and then fail
+		// (a full disk at the next allocation step): those are in the log
+		// and counted, with the error.
+		if n == 0 && k > 0 {
 			first = l.next.Load() - uint64(k)
 		}
 		n += k
+		if err != nil {
+			break
+		}
 	}
 	l.mu.Unlock()
 	if n > 0 {
