@@ -143,8 +143,15 @@ func (q *Queue) onTimer(gen uint64) {
 
 // now is the queue's time: nanoseconds since it was opened, by the Clock.
 // With the system clock the difference is taken on Go's monotonic clock, so
-// a step of the wall clock neither delays nor hastens a deadline.
-func (q *Queue) now() int64 { return int64(q.clock.Now().Sub(q.epoch)) }
+// a step of the wall clock neither delays nor hastens a deadline; and only
+// the monotonic clock is read (time.Since), not the wall clock as well
+// (time.Now): each read costs about 30 ns on the project's machine.
+func (q *Queue) now() int64 {
+	if _, ok := q.clock.(systemClock); ok {
+		return int64(time.Since(q.epoch))
+	}
+	return int64(q.clock.Now().Sub(q.epoch))
+}
 
 // wallTime turns a time of the queue's into a time.Time.
 func (q *Queue) wallTime(t int64) time.Time { return q.epoch.Add(time.Duration(t)) }
