@@ -3,8 +3,6 @@
 package engine
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -273,28 +271,8 @@ func crashRunChild(t *testing.T, dir string, policy SyncPolicy, salt uint64, pla
 	if plan.pipelined {
 		cmd.Env = append(cmd.Env, crashEnvPipe+"=1")
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 64)
-	go func() {
-		r := bufio.NewReader(out)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil { // a line cut short by the kill is no acknowledgement
-				close(lines)
-				return
-			}
-			lines <- strings.TrimSuffix(line, "\n")
-		}
-	}()
+	out, stderr := startChild(t, cmd)
+	lines := childLines(out, 64) // a line cut short by the kill is no acknowledgement
 	res := crashChildResult{beforeOpen: true}
 	killed := false
 	kill := func() {
@@ -333,7 +311,7 @@ func crashRunChild(t *testing.T, dir string, policy SyncPolicy, salt uint64, pla
 			t.Fatalf("the child did not get to the kill point (%s) in 2 minutes; stderr:\n%s", plan, stderr.String())
 		}
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	res.exited = !killed
 	res.stderr = stderr.String()
 	if !killed && err != nil && res.err == "" {

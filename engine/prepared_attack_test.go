@@ -1148,30 +1148,9 @@ func paStartChild(t *testing.T, role string, env ...string) (*exec.Cmd, <-chan s
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedAttackChild$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(append(os.Environ(), paEnvRole+"="+role), env...)
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, stderr := startChild(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	lines := make(chan string, 1024)
-	go func() {
-		r := bufio.NewReader(out)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil { // a line cut short by a kill says nothing
-				close(lines)
-				return
-			}
-			lines <- strings.TrimSuffix(line, "\n")
-		}
-	}()
-	return cmd, lines, stderr
+	return cmd, childLines(out, 1024), stderr
 }
 
 // Kill -9 a process that rolls segments (1 byte, 4 KiB and 64 KiB; 16 MiB

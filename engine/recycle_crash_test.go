@@ -153,16 +153,7 @@ func recycleRunChild(t *testing.T, dir string, salt uint64, spare, maxAcks, afte
 		recycleEnvSalt+"="+strconv.FormatUint(salt, 10),
 		recycleEnvSpare+"="+strconv.Itoa(spare),
 		recycleEnvMax+"="+strconv.Itoa(maxAcks))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, stderr := startChild(t, cmd)
 	res := crashChildResult{beforeOpen: true}
 	var dropAsked uint64
 	reused := 0
