@@ -16,8 +16,8 @@ import (
 // every roll was an append of several milliseconds. So a background
 // goroutine prepares the next segment (segment.Prepare) once the active
 // one is half full, with its first part allocated and faulted in (until a
-// roll takes it), and a roll only renames its files (segment.Activate). Under SyncNone and
-// SyncInterval the rolled segment is then sealed by a goroutine of its own;
+// roll takes it), and a roll only renames its files (segment.Activate).
+// Under SyncNone and SyncInterval the rolled segment is then sealed by a goroutine of its own;
 // the next roll, Truncate and DropBefore wait for it, so at most one seal is
 // in flight and it is always the newest sealed segment. Under SyncAlways
 // the seal, and its syncs, stay on the roll: the append that rolls waits
@@ -104,6 +104,7 @@ func (l *Log) prepareLoop() {
 		// fresh memory came, faulting took 3-155 ms, and 7-19 rolls in 65
 		// found nothing prepared and created their segment under the
 		// append lock (0.5-5.8 ms each).
+		//
 		// A full disk stops the allocation: the writer meets the error
 		// when it gets there.
 		part := min(l.pre.ahead, l.segmentPart(8))

@@ -24,10 +24,10 @@ func runStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"is taken, nothing is written) and prints one screen: offsets, segments,\n"+
 			"bytes of records and on disk, the segments the writer maps (found through\n"+
 			"/proc), and for a queue its depth, head, cursor (known when no process has\n"+
-			"it open), the age of its oldest message and its dead letters. --watch refreshes it every\n"+
-			"--interval with rates (appends/s from the next offset, bytes/s, depth/s,\n"+
-			"deleted/s) until interrupted or --count refreshes; --json prints one JSON\n"+
-			"object per refresh instead. Counters that only the owning process knows\n"+
+			"it open), the age of its oldest message and its dead letters. --watch\n"+
+			"refreshes it every --interval with rates (appends/s from the next offset,\n"+
+			"bytes/s, depth/s, deleted/s) until interrupted or --count refreshes;\n"+
+			"--json prints one JSON object per refresh instead. Counters that only the owning process knows\n"+
 			"(reads, syncs, in-flight messages) are not seen from here: the metrics\n"+
 			"module's collectors export them from inside that process.", stderr)
 	dir := fs.String("dir", "", "log or queue `directory`")

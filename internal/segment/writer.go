@@ -61,8 +61,8 @@ func (c *Config) allocStep() int64 {
 
 // grow makes sure the .log file is allocated at least to end (capped at the
 // mapped capacity), in whole steps. The caller holds growMu (see
-// growLocked). A full disk is
-// an error here, before any byte is written there.
+// growLocked). A full disk is an error here, before any byte is written
+// there.
 func (s *Segment) grow(end int64) error {
 	w := s.w
 	have := w.alloc.Load()
@@ -569,15 +569,12 @@ func (s *Segment) prefaultChunk(ahead int64, grow bool) bool {
 	// which the writer grows the file itself): faulting, and so
 	// allocating, past it only took disk (a segment of 64 KiB took 128).
 	target := min(end+ahead, w.capacity, max(s.cfg.SegmentBytes, end))
+	if !grow {
+		target = min(target, w.alloc.Load()) // only what is allocated
+	}
 	from := max(w.populated, end&^(page-1))
 	if from >= target {
 		s.populateIndex() // a reused file comes populated
-		return false
-	}
-	if !grow {
-		target = min(target, w.alloc.Load())
-	}
-	if from >= target {
 		return false
 	}
 	n := min(chunk, target-from)
