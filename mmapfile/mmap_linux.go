@@ -93,3 +93,9 @@ func Datasync(f *os.File) error {
 		return nil
 	}
 }
+
+// DsyncFlag opens a file whose writes are each durable when they return
+// (O_DSYNC): the written range and the metadata needed to read it back,
+// and nothing else of the file. An fdatasync instead writes back every
+// dirty page of the file.
+const DsyncFlag = unix.O_DSYNC

@@ -32,3 +32,7 @@ func ZeroRange(f *os.File, off, n int64) error { return writeZeros(f, off, n) }
 
 // Datasync flushes f with fsync.
 func Datasync(f *os.File) error { return f.Sync() }
+
+// DsyncFlag is O_SYNC here (not every system has O_DSYNC): it promises
+// more than O_DSYNC, the written range durable when the write returns.
+const DsyncFlag = os.O_SYNC

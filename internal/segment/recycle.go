@@ -89,8 +89,16 @@ func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
 // first record of a lower id would read as a misnamed segment, which no
 // open gets past. With a zero length field first, such a file is an empty
 // segment with a torn tail, which recovery cuts.
+//
+// The page is written through a descriptor opened with O_DSYNC, which
+// makes that page durable and nothing else. An fdatasync of the file wrote
+// back every dirty page of the dropped segment first, records about to be
+// zeroed: in a queue's steady state (about 1 GB/s through 64 MiB segments,
+// SyncNone) it took 44-84 ms, longer than the half segment the preparer
+// has, and every other roll found nothing prepared and made a new file.
+// A test's Config.Datasync is still told of the write, as a sync of f.
 func zeroHead(cfg *Config, path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|mmapfile.DsyncFlag, 0)
 	if err != nil {
 		return err
 	}
@@ -98,7 +106,10 @@ func zeroHead(cfg *Config, path string, size int64) error {
 	if _, err := f.WriteAt(make([]byte, min(size, int64(mmapfile.PageSize))), 0); err != nil {
 		return err
 	}
-	return cfg.datasync(f)
+	if cfg.Datasync != nil {
+		return cfg.Datasync(f)
+	}
+	return nil
 }
 
 func sizeOf(st os.FileInfo) int64 {
