@@ -56,8 +56,12 @@ func (r *recycler) put(path string) {
 	}
 }
 
-// take returns the file dropped last (the likeliest to be cached).
+// take returns the file dropped last (the likeliest to be cached); false
+// for a log that keeps none (r nil).
 func (r *recycler) take() (string, bool) {
+	if r == nil {
+		return "", false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(r.paths)
@@ -67,6 +71,17 @@ func (r *recycler) take() (string, bool) {
 	p := r.paths[n-1]
 	r.paths = r.paths[:n-1]
 	return p, true
+}
+
+// waiting reports whether a kept file waits for reuse; false for a log
+// that keeps none (r nil).
+func (r *recycler) waiting() bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.paths) > 0
 }
 
 // close removes the files not reused; files handed on later are removed
@@ -100,18 +115,21 @@ func (l *Log) recycleDropped(s *segment.Segment) bool {
 	return true
 }
 
-// prepare makes the next segment for the preparer: from a recycled file
-// when one waits, else new.
-func (l *Log) prepare() (*segment.Segment, error) {
-	if l.recycle != nil {
-		if path, ok := l.recycle.take(); ok {
-			if s, err := segment.PrepareRecycled(l.cfg, path); err == nil {
-				l.recycle.mu.Lock()
-				l.recycle.reused++
-				l.recycle.mu.Unlock()
-				return s, nil
-			}
+// prepare makes the next segment for the preparer: from the kept file
+// reuse when there is one, else new. A reused file that fails is removed,
+// and the segment is made new (the preparer marks it fresh).
+func (l *Log) prepare(reuse string) (*segment.Segment, error) {
+	if reuse != "" {
+		s, err := segment.PrepareRecycled(l.cfg, reuse)
+		if err == nil {
+			l.recycle.mu.Lock()
+			l.recycle.reused++
+			l.recycle.mu.Unlock()
+			return s, nil
 		}
+		l.rolls.mu.Lock()
+		l.rolls.fresh = true
+		l.rolls.mu.Unlock()
 	}
 	return segment.Prepare(l.cfg)
 }

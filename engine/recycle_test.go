@@ -136,6 +136,13 @@ func TestRecycleReusesDroppedFiles(t *testing.T) {
 	waitFor(t, "the dropped files to be kept or reused", func() bool {
 		return len(recycledFiles(t, dir))+int(l.Stats().Recycled) >= 2
 	})
+	// A prepared segment made as a new file gives way to a kept one: until
+	// the preparer has removed it, it is one file more.
+	waitFor(t, "a new prepared file to give way to a kept one", func() bool {
+		return l.admitRecycled(func(int) bool {
+			return !l.rolls.preparing && (!l.rolls.fresh || l.rolls.prepared == nil || len(l.recycle.paths) == 0)
+		})
+	})
 	if spare := len(recycledFiles(t, dir)) + len(preparedFiles(t, dir)); spare > o.RecycleSegments {
 		t.Fatalf("%d spare files, RecycleSegments %d", spare, o.RecycleSegments)
 	}
@@ -324,5 +331,63 @@ func TestRecycleOptionsAndLeftovers(t *testing.T) {
 	}
 	if notes := strings.Join(l.Recovery().Notes, "\n"); !strings.Contains(notes, recycledPrefix) {
 		t.Fatalf("notes do not name the removed file: %q", notes)
+	}
+}
+
+// A segment dropped after the preparer made the next one as a new file
+// takes its place: the new file is removed, the dropped one is prepared
+// (RecycleSegments 1 still holds: one spare file), and the next roll
+// writes into the dropped segment's file.
+func TestRecycledFileReplacesNewPrepared(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{SegmentBytes: 64 << 10, RecycleSegments: 1}
+	l := mustOpen(t, dir, o)
+	defer l.Close()
+	const size = 1000
+	for len(*l.segs.Load()) < 2 {
+		if _, err := l.Append(testBody(l.Next(), size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Past the half of the second segment: a new file is prepared.
+	for l.active.End() < o.SegmentBytes*3/4 {
+		if _, err := l.Append(testBody(l.Next(), size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := func(fresh bool) func() bool {
+		return func() bool {
+			return l.admitRecycled(func(int) bool {
+				return !l.rolls.preparing && l.rolls.prepared != nil && l.rolls.fresh == fresh
+			})
+		}
+	}
+	waitFor(t, "a new file prepared", settled(true))
+	oldest := (*l.segs.Load())[0]
+	ino := fileInode(t, oldest.Path())
+	if k, err := l.DropBefore(l.active.Base()); err != nil || k != 1 {
+		t.Fatalf("DropBefore: %d, %v", k, err)
+	}
+	waitFor(t, "the dropped file prepared in place of the new one", settled(false))
+	if st := l.Stats(); st.Recycled != 1 || st.RecycledWaiting != 0 {
+		t.Fatalf("Stats: %d reused, %d waiting; want 1, 0", st.Recycled, st.RecycledWaiting)
+	}
+	if got := fileInode(t, filepath.Join(dir, segment.PreparedPrefix+segment.LogSuffix)); got != ino {
+		t.Fatalf("the prepared file is inode %d, the dropped segment's was %d", got, ino)
+	}
+	if left := recycledFiles(t, dir); len(left) != 0 {
+		t.Fatalf("kept files left beside the prepared one: %v", left)
+	}
+	base := l.active.Base()
+	for l.active.Base() == base {
+		if _, err := l.Append(testBody(l.Next(), size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fileInode(t, l.active.Path()); got != ino {
+		t.Fatalf("the segment after the roll is inode %d, the dropped segment's was %d", got, ino)
+	}
+	for off := l.First(); off < l.Next(); off++ {
+		checkRead(t, l, off, size)
 	}
 }
