@@ -23,6 +23,20 @@ func (l *Log) DropBefore(offset uint64) (int, error) {
 	return l.finishDrop(gone, err)
 }
 
+// DropPoint returns the lowest offset for which DropBefore would remove a
+// segment now: the base of the second oldest segment, below which every
+// record of the oldest one lies. ok is false while the log has only its
+// active segment, which is never removed. It takes no lock: a caller that
+// moves a head through the log can ask it once per segment and drop
+// segments as soon as the head leaves them (the work queue does).
+func (l *Log) DropPoint() (offset uint64, ok bool) {
+	segs := *l.segs.Load()
+	if len(segs) < 2 {
+		return 0, false
+	}
+	return segs[1].Base(), true
+}
+
 // dropBeforeLocked takes the segments below offset out of the log and
 // their files out of its names, under l.mu; finishDrop, after l.mu is let
 // go, gives back the log's references and syncs the directory. Measured

@@ -137,6 +137,7 @@ const clockUnread = math.MinInt64
 func (q *Queue) recordDone(stor uint64) {
 	if stor < q.t.Cursor() {
 		_, _ = q.t.Done(stor)
+		q.noteHead()
 		return
 	}
 	q.skip.add(stor, stor+1)

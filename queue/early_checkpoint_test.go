@@ -1,0 +1,69 @@
+package queue
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// When the head leaves the message log's oldest segment, the next
+// checkpoint comes at once (at most eight per CheckpointInterval) and the
+// segment is dropped, without waiting for the tick.
+func TestCheckpointEarlyWhenHeadLeavesSegment(t *testing.T) {
+	const interval = 8 * time.Second
+	clock := newFakeClock()
+	q := openTestQueue(t, t.TempDir(), clock, func(o *Options) {
+		o.Log.SegmentBytes = 64 << 10
+		o.CheckpointInterval = interval
+	})
+	defer mustCloseQueue(t, q)
+	body := strings.Repeat("x", 1000)
+	var offs []uint64
+	for len(offs) < 200 { // three segments and a bit
+		offs = append(offs, mustSend(t, q, body))
+	}
+	take := func(n int) {
+		for range n {
+			m, ok := tryRecv(t, q)
+			if !ok {
+				t.Fatal("nothing to receive")
+			}
+			mustDelete(t, q, m.Offset)
+		}
+	}
+	first := func() uint64 { return q.log.First() }
+	if first() != offs[0] {
+		t.Fatalf("first %d before any delete, want %d", first(), offs[0])
+	}
+	// An eighth of the interval since the open checkpoint: the first
+	// early one runs at once.
+	clock.Advance(interval / 8)
+	p, ok := q.log.DropPoint()
+	if !ok {
+		t.Fatal("one segment only")
+	}
+	take(int(p - offs[0]))
+	waitFor(t, "the head checkpointed and the oldest segment dropped without a tick", func() bool {
+		head, _ := q.ck.snapshot()
+		return head == p && first() == p
+	})
+
+	// The next segment left at once after: the checkpoint waits for the
+	// rest of the eighth.
+	p2, _ := q.log.DropPoint()
+	take(int(p2 - p))
+	time.Sleep(50 * time.Millisecond)
+	if first() != p {
+		t.Fatalf("dropped to %d within an eighth of the interval of the last checkpoint", first())
+	}
+	clock.Advance(interval / 8)
+	waitFor(t, "the second segment to be dropped an eighth after", func() bool { return first() == p2 })
+
+	// Deleting inside a segment brings nothing forward.
+	take(3)
+	clock.Advance(interval / 4)
+	time.Sleep(50 * time.Millisecond)
+	if head, _ := q.ck.snapshot(); head != p2 {
+		t.Fatalf("checkpointed head %d after deletes inside a segment, want %d (the tick's)", head, p2)
+	}
+}
