@@ -125,7 +125,10 @@ type Options struct {
 	// takes without it), and makes the next segments from them instead
 	// of new files: their pages are in the page cache already, so the
 	// appender meets no fresh memory (see the append tail in
-	// bench/README.md). A file is reused only once nothing in this
+	// bench/README.md). A next segment already prepared as a new file
+	// gives way to a dropped file: it is removed once the kept file is
+	// prepared in its place (until then it is one file more, allocated
+	// an eighth of a segment at most). A file is reused only once nothing in this
 	// process holds its segment; it is made zero first, and never becomes
 	// shorter than it was. Zero (the default) reuses nothing; SyncAlways
 	// reuses nothing either (the zeros would be the next fdatasync's to
