@@ -47,8 +47,12 @@ type Log struct {
 	// recycle keeps dropped segment files for reuse (recycle.go); nil
 	// without Options.RecycleSegments.
 	recycle *recycler
-	bg      sync.WaitGroup
-	stop    chan struct{}
+	// dropMu serializes drops from taking their segments out of the list
+	// to removing their files (oldest first across drops too), outside
+	// mu; Close waits for a drop in flight. Taken before mu.
+	dropMu sync.Mutex
+	bg     sync.WaitGroup
+	stop   chan struct{}
 
 	// Figures for Stats, under mu: appends, and the reads of segments no
 	// longer in the log (each segment counts its own; see departed).
@@ -112,6 +116,8 @@ func (l *Log) Close() error {
 	l.waits.broadcast()
 	close(l.stop)
 	l.bg.Wait()
+	l.dropMu.Lock() // a drop in flight renames and removes its files first
+	l.dropMu.Unlock()
 	var errs []error
 	if !l.readOnly && l.opts.Sync != SyncNone {
 		if err := l.syncNow(); err != nil && !errors.Is(err, ErrSyncFailed) {
