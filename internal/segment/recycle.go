@@ -75,8 +75,12 @@ func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
 		return nil, err
 	}
 	size := min(s.w.alloc.Load(), int64(len(s.rw)))
-	clear(s.rw[:size])
-	touchPages(s.ro, 0, size)
+	for at := int64(0); at < size; at += 1 << 20 {
+		n := min(1<<20, size-at)
+		clear(s.rw[at : at+n])
+		touchPages(s.ro, at, n)
+		yieldChunk()
+	}
 	s.w.populated = size
 	return s, nil
 }
