@@ -169,15 +169,18 @@ func (l *Log) isPrepared(s *segment.Segment) bool {
 // until the preparer gets to it.
 func (l *Log) admitRecycled(keep func(spare int) bool) bool {
 	l.rolls.mu.Lock()
+	prepared := l.rolls.prepared != nil || l.rolls.preparing
 	spare := 0
-	if (l.rolls.prepared != nil || l.rolls.preparing) && !l.rolls.fresh {
+	if prepared && !l.rolls.fresh {
 		spare = 1
 	}
 	l.recycle.mu.Lock()
 	kept := keep(spare)
 	l.recycle.mu.Unlock()
 	l.rolls.mu.Unlock()
-	if kept && l.rolls.kick != nil {
+	// The preparer is kicked only to replace a new file; with nothing
+	// prepared, the kept file waits for the next half segment's kick.
+	if kept && prepared && spare == 0 && l.rolls.kick != nil {
 		select {
 		case l.rolls.kick <- struct{}{}:
 		default:
