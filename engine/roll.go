@@ -134,7 +134,17 @@ func (l *Log) prepareLoop() {
 		}
 		l.rolls.mu.Lock()
 		l.rolls.preparing = false
+		// A new file made while kept files wait (a kept file that could
+		// not be reused, or one kept meanwhile): go round again to put
+		// one of them in its place. Each round takes a kept file.
+		again := s != nil && l.rolls.prepared == s && l.rolls.fresh && l.recycle.waiting()
 		l.rolls.mu.Unlock()
+		if again {
+			select {
+			case l.rolls.kick <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 
