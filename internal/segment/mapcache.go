@@ -73,8 +73,17 @@ func (c *MapCache) Mapped() int {
 
 // add records a newly mapped segment and evicts others past Max: a clock
 // sweep gives recently used segments a second chance, and skips segments
-// a reader holds.
+// a reader holds. An evicted segment that its log let go of meanwhile (a
+// drop) is finished after c.mu is let go: finish takes c.mu itself, in
+// remove, and a finish under it deadlocked the goroutine on itself, and
+// every later drop and mapping behind it.
 func (c *MapCache) add(s *Segment) {
+	var done []*Segment
+	defer func() {
+		for _, v := range done {
+			v.finish()
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.segs = append(c.segs, s)
@@ -91,7 +100,10 @@ func (c *MapCache) add(s *Segment) {
 			c.hand++
 			continue
 		}
-		if v.tryEvict() {
+		if evicted, last := v.tryEvict(); evicted {
+			if last {
+				done = append(done, v)
+			}
 			c.segs = slices.Delete(c.segs, c.hand, c.hand+1)
 			c.mapped.Add(-1)
 			continue
@@ -151,20 +163,18 @@ func (s *Segment) ensureMapped() {
 }
 
 // tryEvict unmaps a mapped lazy segment that only its log holds. It
-// reports whether it did.
-func (s *Segment) tryEvict() bool {
+// reports whether it did, and whether the log let go of it meanwhile:
+// then the caller finishes it (see MapCache.add).
+func (s *Segment) tryEvict() (evicted, last bool) {
 	if !s.refs.CompareAndSwap(1, 1+evicting) {
-		return false
+		return false, false
 	}
 	s.mu.Lock()
 	s.keptEntries = s.idx.Load().n.Load()
 	s.unmapLocked()
 	s.isMapped.Store(false)
 	s.mu.Unlock()
-	if s.refs.Add(-evicting) == 0 {
-		s.finish() // the log let go of it meanwhile
-	}
-	return true
+	return true, s.refs.Add(-evicting) == 0
 }
 
 // unmapLocked gives back the mappings of a lazy segment, keeping an empty
