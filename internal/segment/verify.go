@@ -121,6 +121,11 @@ func (s *Segment) junkAfter(end int64) int64 {
 	return st.Size() - end
 }
 
+// Present reports whether the segment's .log file is still the one it
+// opened under its name (false once its log dropped it: removed, or
+// renamed for reuse).
+func (s *Segment) Present() bool { return s.present() }
+
 // present reports whether the segment's .log file is still the one it
 // opened.
 func (s *Segment) present() bool {
