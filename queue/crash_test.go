@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -357,30 +358,14 @@ func TestQueueKill9Features(t *testing.T) {
 	for round := range *crashRounds {
 		dir := t.TempDir()
 		cmd, pipe, stderr := startChild(t, "TestQueueKill9Features", "PAGELOG_QUEUE_KILL_DIR="+dir)
-		var events []wlEvent
-		busy, copied := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(copied)
-			sc := bufio.NewScanner(pipe)
-			for sc.Scan() {
-				var e wlEvent
-				if _, err := fmt.Sscanf(sc.Text(), "%c %d %d", &e.kind, &e.off, &e.id); err == nil {
-					events = append(events, e)
-				}
-				if len(events) == 400 {
-					close(busy)
-				}
-			}
-			if len(events) < 400 {
-				close(busy)
-			}
-		}()
+		got, busy, copied := childEvents(pipe, 400)
 		select {
 		case <-busy:
 		case <-time.After(30 * time.Second):
 		}
 		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
 		killChild(t, cmd, copied, stderr)
+		events := *got
 		l := newLedger(events, len(events))
 		if len(l.ids) < 50 {
 			t.Fatalf("round %d: the child did too little (%d events)\nstderr: %s", round, len(events), stderr.String())
@@ -404,6 +389,31 @@ func TestQueueKill9Features(t *testing.T) {
 			round, len(events), len(l.ids), len(rec.source), len(rec.dead), r.Head, r.ReceiveCounts, r.DedupIDs)
 		mustCloseQueue(t, q)
 	}
+}
+
+// childEvents reads the workload events a child prints on pipe, in the
+// background: busy closes once n have come (or the pipe ended), copied
+// when the pipe ends, and *events holds them all from then on.
+func childEvents(pipe io.Reader, n int) (events *[]wlEvent, busy, copied chan struct{}) {
+	events = new([]wlEvent)
+	busy, copied = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			var e wlEvent
+			if _, err := fmt.Sscanf(sc.Text(), "%c %d %d", &e.kind, &e.off, &e.id); err == nil {
+				*events = append(*events, e)
+			}
+			if len(*events) == n {
+				close(busy)
+			}
+		}
+		if len(*events) < n {
+			close(busy)
+		}
+	}()
+	return events, busy, copied
 }
 
 func kill9Child(dir string) {

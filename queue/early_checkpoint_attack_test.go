@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -518,30 +517,14 @@ func TestEarlyCheckpointAttackKill9(t *testing.T) {
 	for round := range 3 {
 		dir := t.TempDir()
 		cmd, pipe, stderr := startChild(t, "TestEarlyCheckpointAttackKill9", "PAGELOG_EARLY_KILL_DIR="+dir)
-		var events []wlEvent
-		busy, copied := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(copied)
-			sc := bufio.NewScanner(pipe)
-			for sc.Scan() {
-				var e wlEvent
-				if _, err := fmt.Sscanf(sc.Text(), "%c %d %d", &e.kind, &e.off, &e.id); err == nil {
-					events = append(events, e)
-				}
-				if len(events) == 3000 {
-					close(busy)
-				}
-			}
-			if len(events) < 3000 {
-				close(busy)
-			}
-		}()
+		got, busy, copied := childEvents(pipe, 3000)
 		select {
 		case <-busy:
 		case <-time.After(30 * time.Second):
 		}
 		time.Sleep(time.Duration(200+rand.IntN(600)) * time.Millisecond)
 		killChild(t, cmd, copied, stderr)
+		events := *got
 		l := newLedger(events, len(events))
 		if len(l.ids) < 500 {
 			t.Fatalf("round %d: the child did too little (%d events)\nstderr: %s", round, len(events), stderr.String())
