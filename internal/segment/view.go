@@ -149,7 +149,7 @@ func (fw *Follower) Restat() (int64, error) {
 // vouches for tells damage from those (PollMapped).
 func (fw *Follower) Poll(maxNext uint64) (bool, error) {
 	s := fw.s
-	if !s.activeView {
+	if !s.activeView || s.endsMissing() {
 		return false, nil
 	}
 	if err := fw.open(); err != nil || fw.f == nil {
@@ -188,7 +188,7 @@ func (fw *Follower) Poll(maxNext uint64) (bool, error) {
 func (fw *Follower) PollMapped(limit int64, maxNext uint64) bool {
 	s := fw.s
 	limit = min(limit, int64(len(s.ro)))
-	if !s.activeView || limit <= s.end.Load() {
+	if !s.activeView || s.endsMissing() || limit <= s.end.Load() {
 		return false
 	}
 	s.mu.Lock()
@@ -274,6 +274,16 @@ func (s *Segment) addViewEntries(offs, tims []byte) {
 	if fresh {
 		s.idx.Store(x)
 	}
+}
+
+// endsMissing reports whether the view's offsets end in a missing range
+// (MissingUpTo, or a file shorter than its recovery point). Such a view is
+// not followed: the bytes at its end are not the records after the range
+// (a reader that took them would serve what no writer will), and a writer
+// that opens the log again goes on in a new segment past the range, which
+// a reader finds as the view's successor.
+func (s *Segment) endsMissing() bool {
+	return s.recEnd.Load() < s.next.Load()
 }
 
 // MissingUpTo records that the offsets from the end of a view or a sealed
