@@ -276,6 +276,15 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	segs := *l.segs.Load()
 	answer := l.First()
 	for _, s := range segs {
+		if n, lastMs, lastRel, ok := s.TimeEnd(); ok && (n == 0 || lastMs < ms) {
+			// A sealed segment that ends before t, known without
+			// mapping it: a log of more segments than MaxMappedSegments
+			// is searched without mapping every one on the way.
+			if n > 0 {
+				answer = s.Base() + uint64(lastRel) + 1
+			}
+			continue
+		}
 		if !s.Acquire() {
 			if l.closed.Load() {
 				return 0, ErrClosed
@@ -290,8 +299,9 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 		}
 		s.Release()
 		if x.N > 0 && i < x.N {
-			return answer, nil
+			break
 		}
 	}
-	return answer, nil
+	// An answer from a segment dropped meanwhile lies below First now.
+	return max(answer, l.First()), nil
 }

@@ -348,13 +348,15 @@ func TestOffsetForTime(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		segBytes int64
-		slack    int // index intervals the answer may be early by
-	}{{"one segment", 1 << 20, 1}, {"segments", 32 << 10, 2}} {
+		slack    int  // index intervals the answer may be early by
+		reopen   bool // asked after a reopen, with two segments mapped at most
+	}{{"one segment", 1 << 20, 1, false}, {"segments", 32 << 10, 2, false}, {"segments, few mapped", 32 << 10, 2, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var now int64 = 1_700_000_000_000
 			opts := Options{SegmentBytes: tc.segBytes, IndexIntervalBytes: 1024}
 			opts.now = func() time.Time { return time.UnixMilli(now) }
-			l := mustOpen(t, t.TempDir(), opts)
+			dir := t.TempDir()
+			l := mustOpen(t, dir, opts)
 			var at []int64 // append time of each offset
 			var sizes []int
 			maxRec := 0
@@ -369,7 +371,17 @@ func TestOffsetForTime(t *testing.T) {
 				at, sizes = append(at, now), append(sizes, headerSize+n)
 				maxRec = max(maxRec, headerSize+n)
 			}
+			if tc.reopen {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+				opts.MaxMappedSegments = 2
+				l = mustOpen(t, dir, opts)
+				defer l.Close()
+			}
+			maps0, queries := l.cfg.Maps.Maps(), int64(0)
 			for q := at[0] - 10; q <= now+10; q++ {
+				queries++
 				o, err := l.OffsetForTime(time.UnixMilli(q))
 				if err != nil {
 					t.Fatal(err)
@@ -391,6 +403,14 @@ func TestOffsetForTime(t *testing.T) {
 				if limit := tc.slack * (1024 + maxRec); gap > limit {
 					t.Fatalf("OffsetForTime(%d) = %d, exact %d: %d bytes early, limit %d", q, o, exact, gap, limit)
 				}
+			}
+			// A sealed segment that ends before the time asked for is
+			// passed over without mapping it, once its time index was
+			// read: each segment is mapped for the first answer that
+			// reaches it, then only the one holding an answer.
+			segs := int64(len(*l.segs.Load()))
+			if maps := l.cfg.Maps.Maps() - maps0; maps > segs+queries {
+				t.Fatalf("%d questions mapped sealed segments %d times; %d segments", queries, maps, segs)
 			}
 		})
 	}

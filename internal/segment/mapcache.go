@@ -40,6 +40,7 @@ type MapCache struct {
 	segs   []*Segment // mapped lazy segments, in clock order
 	hand   int
 	mapped atomic.Int64
+	maps   atomic.Int64 // mappings made, ever
 }
 
 // MapNow maps a lazy segment now (a read-only open maps the newest ones
@@ -71,6 +72,15 @@ func (c *MapCache) Mapped() int {
 	return int(c.mapped.Load())
 }
 
+// Maps returns how many times a sealed segment was mapped: with Mapped, how
+// much the bound makes segments go and come back.
+func (c *MapCache) Maps() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.maps.Load()
+}
+
 // add records a newly mapped segment and evicts others past Max: a clock
 // sweep gives recently used segments a second chance, and skips segments
 // a reader holds. An evicted segment that its log let go of meanwhile (a
@@ -88,6 +98,7 @@ func (c *MapCache) add(s *Segment) {
 	defer c.mu.Unlock()
 	c.segs = append(c.segs, s)
 	c.mapped.Add(1)
+	c.maps.Add(1)
 	if c.Max <= 0 {
 		return
 	}

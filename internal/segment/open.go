@@ -347,6 +347,7 @@ func (s *Segment) rebuild(end int64) int {
 	}
 	s.retired = append(s.retired, old.offMap, old.timMap)
 	s.idx.Store(x)
+	s.indexGen.Add(1) // after the swap: a TimeIndex that saw this count reads x
 	return int(x.n.Load())
 }
 

@@ -224,7 +224,43 @@ type TimeView struct {
 }
 
 // TimeIndex returns the segment's time index (checked first if needed).
+// The caller holds a reference (Acquire). For a sealed segment it also
+// keeps what the index says of its end, for TimeEnd.
 func (s *Segment) TimeIndex() TimeView {
+	gen := s.indexGen.Load()
 	x := s.lookupIndex()
-	return TimeView{Times: x.tim, N: x.entries()}
+	v := TimeView{Times: x.tim, N: x.entries()}
+	if s.sealed.Load() && s.checked.Load() && !s.distrust.Load() && (!s.lazy || s.isMapped.Load()) {
+		e := &timeEnd{gen: gen, n: v.N}
+		if v.N > 0 {
+			e.lastMs, e.lastRel = x.tim.Entry(v.N - 1)
+		}
+		s.timeEnd.Store(e)
+	}
+	return v
+}
+
+// timeEnd is the end of a sealed segment's time index, as TimeIndex last
+// read it, in the index's generation gen (see Segment.indexGen).
+type timeEnd struct {
+	gen     uint64
+	n       int
+	lastMs  int64
+	lastRel uint32
+}
+
+// TimeEnd returns how many entries the segment's time index holds and the
+// last of them (its time and its offset relative to the base), when it is
+// known without a reference: a sealed segment whose index TimeIndex read
+// and has not rebuilt since (an eviction and a new mapping keep the
+// entries). ok is
+// false when it is not known: Acquire the segment and read TimeIndex. A
+// search by time passes over a segment that ends before the time it looks
+// for without mapping it.
+func (s *Segment) TimeEnd() (n int, lastMs int64, lastRel uint32, ok bool) {
+	e := s.timeEnd.Load()
+	if e == nil || e.gen != s.indexGen.Load() {
+		return 0, 0, 0, false
+	}
+	return e.n, e.lastMs, e.lastRel, true
 }

@@ -128,11 +128,13 @@ type Segment struct {
 	rw []byte   // writable mapping, active segments only
 
 	idx      atomic.Pointer[index]
-	checked  atomic.Bool // index checked against the log (sealed segments)
-	distrust atomic.Bool // a lookup found an entry pointing at another record
-	sealed   atomic.Bool // never written again: its index may be rebuilt at any time
-	mu       sync.Mutex  // serializes index checks and rebuilds
-	retired  [][]byte    // index mappings replaced by a rebuild, unmapped at the end
+	checked  atomic.Bool             // index checked against the log (sealed segments)
+	distrust atomic.Bool             // a lookup found an entry pointing at another record
+	timeEnd  atomic.Pointer[timeEnd] // see TimeEnd
+	indexGen atomic.Uint64           // rebuilds of the index (under mu): a timeEnd of an older one is stale
+	sealed   atomic.Bool             // never written again: its index may be rebuilt at any time
+	mu       sync.Mutex              // serializes index checks and rebuilds
+	retired  [][]byte                // index mappings replaced by a rebuild, unmapped at the end
 
 	end  atomic.Int64  // bytes of whole, published records
 	next atomic.Uint64 // offset after the last published record
