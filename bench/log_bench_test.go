@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/pagelog/pagelog/engine"
 )
@@ -57,11 +56,11 @@ func BenchmarkAppendLatency(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				t := time.Now()
+				t := tick()
 				if _, err := l.Append(body); err != nil {
 					b.Fatal(err)
 				}
-				lat[i] = time.Since(t)
+				lat[i] = sinceTick(t)
 			}
 			b.StopTimer()
 			lat.report(b)
@@ -123,13 +122,13 @@ func BenchmarkReadLatency(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			off := n - 1 - uint64(i%1000)
-			t := time.Now()
+			t := tick()
 			r, err := l.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
 			r.Release()
-			lat[i] = time.Since(t)
+			lat[i] = sinceTick(t)
 		}
 		b.StopTimer()
 		lat.report(b)

@@ -50,15 +50,15 @@ func BenchmarkQueueSteady(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		for i := 0; i < n; i++ {
-			t := time.Now()
+			t := tick()
 			if _, err := q.Send(body); err != nil {
 				b.Fatal(err)
 			}
-			sends = append(sends, time.Since(t))
+			sends = append(sends, sinceTick(t))
 			if i < steadyDepth {
 				continue
 			}
-			t = time.Now()
+			t = tick()
 			m, ok, err := q.TryReceive()
 			if err != nil || !ok {
 				b.Fatalf("receive at send %d: ok %v, %v", i, ok, err)
@@ -66,7 +66,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 			if err := q.Delete(m.Offset); err != nil {
 				b.Fatal(err)
 			}
-			takes = append(takes, time.Since(t))
+			takes = append(takes, sinceTick(t))
 			if i%(1<<16) == 0 {
 				maxSegs = max(maxSegs, countSegments(b, dir))
 			}

@@ -66,11 +66,11 @@ func BenchmarkAppendTail(b *testing.B) {
 			b.StartTimer()
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				t := time.Now()
+				t := tick()
 				if _, err := l.Append(body); err != nil {
 					b.Fatal(err)
 				}
-				lat = append(lat, time.Since(t))
+				lat = append(lat, sinceTick(t))
 			}
 			wall += time.Since(start)
 			b.StopTimer()
@@ -113,11 +113,11 @@ func BenchmarkAppendTail(b *testing.B) {
 		for range b.N {
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				t := time.Now()
+				t := tick()
 				at := (i * rec) % (ring - rec)
 				copy(mem[at+16:], body)
 				sink += crc32.Checksum(mem[at+8:at+rec], castagnoli)
-				lat = append(lat, time.Since(t))
+				lat = append(lat, sinceTick(t))
 			}
 			wall += time.Since(start)
 		}
@@ -181,11 +181,11 @@ func writeTail(b *testing.B, name string, size int, write func(f *os.File, i int
 		b.StartTimer()
 		start := time.Now()
 		for i := 0; i < n; i++ {
-			t := time.Now()
+			t := tick()
 			if err := write(f, i); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, time.Since(t))
+			lat = append(lat, sinceTick(t))
 		}
 		wall += time.Since(start)
 		b.StopTimer()
