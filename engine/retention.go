@@ -96,6 +96,7 @@ func (l *Log) finishDrop(gone []*segment.Segment, err error) (int, error) {
 		return 0, err
 	}
 	for _, s := range gone {
+		s.MarkDropped() // a reader's index rebuild no longer writes files
 		if !l.recycleDropped(s) {
 			removeSegmentFiles(l.dir, s.Base())
 		}

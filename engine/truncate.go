@@ -86,6 +86,7 @@ func (l *Log) dropNewest(segs []*segment.Segment) {
 	if s == l.active {
 		l.active = nil
 	}
+	s.MarkDropped()
 	removeSegmentFiles(l.dir, s.Base())
 	_ = s.Close()
 }
@@ -108,6 +109,7 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	if s == l.active {
 		l.active = nil
 	}
+	s.MarkDropped() // a reader's index rebuild must not write files the new segment owns
 	_ = s.Close()
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
 		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))

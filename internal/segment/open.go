@@ -479,8 +479,12 @@ func (s *Segment) modTime() int64 {
 
 // writeIndexFiles replaces the index files of a sealed segment with rebuilt
 // ones (temporary file, then rename). Failure leaves the old files: the
-// index is a cache and the rebuilt copy is still served from memory.
+// index is a cache and the rebuilt copy is still served from memory. The
+// caller holds s.mu.
 func (s *Segment) writeIndexFiles(offs, tims []byte) {
+	if s.dropping {
+		return // see MarkDropped
+	}
 	for _, f := range []struct {
 		suffix string
 		data   []byte

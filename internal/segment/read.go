@@ -223,6 +223,14 @@ type TimeView struct {
 	N     int
 }
 
+// lastEntry returns the count of entries and the time of the last one.
+func (v TimeView) lastEntry() (n int, ms int64) {
+	if v.N > 0 {
+		ms, _ = v.Times.Entry(v.N - 1)
+	}
+	return v.N, ms
+}
+
 // TimeIndex returns the segment's time index (checked first if needed).
 // The caller holds a reference (Acquire). For a sealed segment it also
 // keeps what the index says of its end, for TimeEnd.

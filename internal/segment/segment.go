@@ -174,6 +174,7 @@ type Segment struct {
 	// below which Seal never trims it; recycleAs and recyclePut hand a
 	// dropped segment's file on once its last reference is gone.
 	keepSize   int64
+	dropping   bool // the log is removing or reusing its files (under mu): no index file is written again
 	recycleAs  string
 	recyclePut func(path string)
 	leftMapped atomic.Bool // an eviction could not take the mapping away
@@ -236,19 +237,31 @@ func (s *Segment) NoteSealTime() { s.sealedAt.Store(s.cfg.nowMillis()) }
 // far as its time index says, or when it was sealed if its index has no
 // entry; ok is false when neither is known.
 func (s *Segment) NewestTime() (ms int64, ok bool) {
-	unpin, ok := s.pin()
-	if !ok {
-		return 0, false
-	}
-	defer unpin()
-	if x := s.lookupIndex(); x != nil {
-		if n := x.entries(); n > 0 {
-			ms, _ := x.tim.Entry(n - 1)
-			return ms, true
+	n, last, _, known := s.TimeEnd()
+	if !known {
+		unpin, ok := s.pin()
+		if !ok {
+			return 0, false
 		}
+		n, last = s.TimeIndex().lastEntry()
+		unpin()
+	}
+	if n > 0 {
+		return last, true
 	}
 	ms = s.sealedAt.Load()
 	return ms, ms != 0
+}
+
+// MarkDropped records that the log is about to remove the segment's files
+// or reuse its .log (a drop). An index a reader rebuilds from here on (its
+// first lookup of a lazily opened segment, or a lookup that distrusts an
+// entry) stays in memory: writing its files would bring back files of a
+// segment that is gone.
+func (s *Segment) MarkDropped() {
+	s.mu.Lock()
+	s.dropping = true
+	s.mu.Unlock()
 }
 
 // Base returns the segment's base offset: the id of its first record.

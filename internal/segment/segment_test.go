@@ -418,3 +418,49 @@ func TestOpenActiveWrongName(t *testing.T) {
 		}
 	}
 }
+
+// TestDroppedSegmentWritesNoIndexFiles: a reader's first lookup of a
+// lazily opened sealed segment checks its index, and rebuilds it when the
+// files fall short. When the log dropped the segment meanwhile (its files
+// removed, the reader's mapping still serving it), the rebuilt index stays
+// in memory: no index file comes back beside a .log that is gone.
+func TestDroppedSegmentWritesNoIndexFiles(t *testing.T) {
+	cfg := testConfig(t, 8192, 256)
+	s, err := Create(cfg, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := fill(t, s)
+	next := s.Next()
+	if err := s.Seal(false); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if err := os.Remove(filepath.Join(cfg.Dir, Name(1000, IndexSuffix))); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenSealed(cfg, 1000, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !r.Acquire() {
+		t.Fatal("Acquire of a sealed segment failed")
+	}
+	defer r.Release()
+	r.MarkDropped()
+	for _, suffix := range []string{TimeIndexSuffix, IndexSuffix, LogSuffix} {
+		_ = os.Remove(filepath.Join(cfg.Dir, Name(1000, suffix)))
+	}
+	checkReads(t, r, w) // the first lookup: the index is rebuilt
+	if _, _, err := r.Read(w.base + uint64(len(w.sizes)) - 1); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("%s is in the directory after the segment was dropped", e.Name())
+	}
+}
