@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 // writerEnv makes the benchmark binary a writer process (see runWriter).
@@ -103,14 +104,14 @@ func BenchmarkReadBesideWriter(b *testing.B) {
 			b.ResetTimer()
 			var sink byte
 			for i := 0; i < b.N; i++ {
-				t := tick()
+				t := stopwatch.Start()
 				r, err := ro.Read(offs[i&4095])
 				if err != nil {
 					b.Fatal(err)
 				}
 				sink += r.Body[0]
 				r.Release()
-				lat[i] = sinceTick(t)
+				lat[i] = t.Elapsed()
 			}
 			b.StopTimer()
 			_ = sink

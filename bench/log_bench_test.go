@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 func openScratch(b *testing.B, opts engine.Options) *engine.Log {
@@ -56,11 +57,11 @@ func BenchmarkAppendLatency(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				t := tick()
+				t := stopwatch.Start()
 				if _, err := l.Append(body); err != nil {
 					b.Fatal(err)
 				}
-				lat[i] = sinceTick(t)
+				lat[i] = t.Elapsed()
 			}
 			b.StopTimer()
 			lat.report(b)
@@ -122,13 +123,13 @@ func BenchmarkReadLatency(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			off := n - 1 - uint64(i%1000)
-			t := tick()
+			t := stopwatch.Start()
 			r, err := l.Read(off)
 			if err != nil {
 				b.Fatal(err)
 			}
 			r.Release()
-			lat[i] = sinceTick(t)
+			lat[i] = t.Elapsed()
 		}
 		b.StopTimer()
 		lat.report(b)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 // A log of 10,000 segments, built once per process: the bounded-mappings
@@ -84,13 +85,13 @@ func BenchmarkReadManySegments(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		off := rng.Uint64N(uint64(n))
-		t := tick()
+		t := stopwatch.Start()
 		r, err := l.Read(off)
 		if err != nil {
 			b.Fatal(err)
 		}
 		r.Release()
-		lat = append(lat, sinceTick(t))
+		lat = append(lat, t.Elapsed())
 	}
 	b.StopTimer()
 	lat.report(b)

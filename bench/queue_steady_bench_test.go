@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -50,15 +51,15 @@ func BenchmarkQueueSteady(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		for i := 0; i < n; i++ {
-			t := tick()
+			t := stopwatch.Start()
 			if _, err := q.Send(body); err != nil {
 				b.Fatal(err)
 			}
-			sends = append(sends, sinceTick(t))
+			sends = append(sends, t.Elapsed())
 			if i < steadyDepth {
 				continue
 			}
-			t = tick()
+			t = stopwatch.Start()
 			m, ok, err := q.TryReceive()
 			if err != nil || !ok {
 				b.Fatalf("receive at send %d: ok %v, %v", i, ok, err)
@@ -66,7 +67,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 			if err := q.Delete(m.Offset); err != nil {
 				b.Fatal(err)
 			}
-			takes = append(takes, sinceTick(t))
+			takes = append(takes, t.Elapsed())
 			if i%(1<<16) == 0 {
 				maxSegs = max(maxSegs, countSegments(b, dir))
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 // The append tail: 1 GiB of 1 KiB appends into a fresh log under SyncNone,
@@ -66,11 +67,11 @@ func BenchmarkAppendTail(b *testing.B) {
 			b.StartTimer()
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				t := tick()
+				t := stopwatch.Start()
 				if _, err := l.Append(body); err != nil {
 					b.Fatal(err)
 				}
-				lat = append(lat, sinceTick(t))
+				lat = append(lat, t.Elapsed())
 			}
 			wall += time.Since(start)
 			b.StopTimer()
@@ -113,11 +114,11 @@ func BenchmarkAppendTail(b *testing.B) {
 		for range b.N {
 			start := time.Now()
 			for i := 0; i < n; i++ {
-				t := tick()
+				t := stopwatch.Start()
 				at := (i * rec) % (ring - rec)
 				copy(mem[at+16:], body)
 				sink += crc32.Checksum(mem[at+8:at+rec], castagnoli)
-				lat = append(lat, sinceTick(t))
+				lat = append(lat, t.Elapsed())
 			}
 			wall += time.Since(start)
 		}
@@ -181,11 +182,11 @@ func writeTail(b *testing.B, name string, size int, write func(f *os.File, i int
 		b.StartTimer()
 		start := time.Now()
 		for i := 0; i < n; i++ {
-			t := tick()
+			t := stopwatch.Start()
 			if err := write(f, i); err != nil {
 				b.Fatal(err)
 			}
-			lat = append(lat, sinceTick(t))
+			lat = append(lat, t.Elapsed())
 		}
 		wall += time.Since(start)
 		b.StopTimer()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -115,11 +116,11 @@ func benchAppendRead(work string) ([]benchFig, error) {
 	lat := make([]time.Duration, n)
 	start := time.Now()
 	for i := range lat {
-		t := time.Now()
+		t := stopwatch.Start()
 		if _, err := l.Append(body); err != nil {
 			return nil, err
 		}
-		lat[i] = time.Since(t)
+		lat[i] = t.Elapsed()
 	}
 	app := newBenchFig("append 1 KiB, sync none", lat, time.Since(start))
 
@@ -129,14 +130,14 @@ func benchAppendRead(work string) ([]benchFig, error) {
 	start = time.Now()
 	for i := range lat {
 		off := next - 1 - uint64(i*7919%1000)
-		t := time.Now()
+		t := stopwatch.Start()
 		r, err := l.Read(off)
 		if err != nil {
 			return nil, err
 		}
 		sink += r.Body[0]
 		r.Release()
-		lat[i] = time.Since(t)
+		lat[i] = t.Elapsed()
 	}
 	_ = sink
 	return []benchFig{app, newBenchFig("read a recent 1 KiB record (verified)", lat, time.Since(start))}, nil
@@ -193,14 +194,14 @@ func runWriters(writers, max int, budget time.Duration, op func() error) ([]time
 				if i >= int64(max) || (i >= 20 && time.Now().After(deadline)) {
 					return
 				}
-				t := time.Now()
+				t := stopwatch.Start()
 				if err := op(); err != nil {
 					mu.Lock()
 					first = errors.Join(first, err)
 					mu.Unlock()
 					return
 				}
-				lat[i] = time.Since(t)
+				lat[i] = t.Elapsed()
 			}
 		}()
 	}
@@ -274,11 +275,11 @@ func blockFig(name string, op func(i int)) benchFig {
 	lat := make([]time.Duration, blocks)
 	start := time.Now()
 	for b := range lat {
-		t := time.Now()
+		t := stopwatch.Start()
 		for k := 0; k < block; k++ {
 			op(b*block + k)
 		}
-		lat[b] = time.Since(t) / block
+		lat[b] = t.Elapsed() / block
 	}
 	return newBenchFig(name, lat, time.Since(start)/block)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/stopwatch"
 )
 
 // The append tail: every append of a stream into a fresh log timed, beside
@@ -58,12 +59,12 @@ func benchTail(work string) ([]tailFig, error) {
 	b := make([]byte, body)
 	start := time.Now()
 	for i := range lat {
-		t := time.Now()
+		t := stopwatch.Start()
 		if _, err := l.Append(b); err != nil {
 			l.Close()
 			return nil, err
 		}
-		lat[i] = time.Since(t)
+		lat[i] = t.Elapsed()
 	}
 	figs := []tailFig{newTailFig("pagelog append 1 KiB, sync none", lat, int64(n*rec), time.Since(start))}
 	if err := l.Close(); err != nil {
@@ -105,11 +106,11 @@ func pwriteTail(path, name string, n int, write func(*os.File, int) error) (tail
 	lat := make([]time.Duration, n)
 	start := time.Now()
 	for i := range lat {
-		t := time.Now()
+		t := stopwatch.Start()
 		if err := write(f, i); err != nil {
 			return tailFig{}, err
 		}
-		lat[i] = time.Since(t)
+		lat[i] = t.Elapsed()
 	}
 	return newTailFig(name, lat, tailBytes, time.Since(start)), nil
 }

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package bench
+package stopwatch
 
 // tsc is a stand-in where there is no time-stamp counter to read:
 // constantTSC reports false, so it is never called.
