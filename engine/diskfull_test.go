@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -87,4 +88,74 @@ func TestDiskFullTmpfs(t *testing.T) {
 	if rep, err := ro.Verify(nil); err != nil || !rep.Healthy() || rep.Records != acked+1 {
 		t.Fatalf("after the full disk: %+v, %v", rep, err)
 	}
+}
+
+// TestCloseOnFullDiskFreesKeptFilesFirst: a log whose disk is full while
+// it keeps a dropped segment's file for reuse closes cleanly: Close
+// removes the spare files before it writes log.clean, whose temporary
+// file needs the space they held.
+func TestCloseOnFullDiskFreesKeptFilesFirst(t *testing.T) {
+	fsdir := mountTmpfs(t, "4m")
+	dir := filepath.Join(fsdir, "log")
+	l, err := Open(dir, Options{SegmentBytes: 256 << 10, RecycleSegments: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte{7}, 1000)
+	for l.Stats().Segments < 5 {
+		if _, err := l.Append(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := *l.segs.Load()
+	if _, err := l.DropBefore(segs[2].Base()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !hasRecycled(t, dir) {
+		if time.Now().After(deadline) {
+			t.Fatal("no dropped file was kept for reuse")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ballast, err := os.Create(filepath.Join(fsdir, "ballast"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ballast.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := ballast.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close on a full disk with a kept file: %v", err)
+	}
+	if hasRecycled(t, dir) {
+		t.Fatal("Close left a kept file")
+	}
+	l = mustOpen(t, dir, Options{SegmentBytes: 256 << 10, RecycleSegments: 2})
+	defer l.Close()
+	if !l.Recovery().Clean {
+		t.Fatalf("the reopen after Close found no clean-close marker: %+v", l.Recovery())
+	}
+}
+
+// hasRecycled reports whether dir holds a dropped file kept for reuse.
+func hasRecycled(t *testing.T, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if isRecycledName(e.Name()) {
+			return true
+		}
+	}
+	return false
 }

@@ -118,6 +118,13 @@ func (l *Log) Close() error {
 	l.bg.Wait()
 	l.dropMu.Lock() // a drop in flight renames and removes its files first
 	l.dropMu.Unlock()
+	if l.recycle != nil {
+		// The kept files go before log.clean is written: on a full disk
+		// its temporary file needs the space they hold. A file handed on
+		// later (its segment's last reference let go below) is removed
+		// at once.
+		l.recycle.close()
+	}
 	var errs []error
 	if !l.readOnly && l.opts.Sync != SyncNone {
 		if err := l.syncNow(); err != nil && !errors.Is(err, ErrSyncFailed) {
@@ -139,9 +146,6 @@ func (l *Log) Close() error {
 		l.closeFollowing()
 	}
 	errs = append(errs, l.closeSegments())
-	if l.recycle != nil {
-		l.recycle.close()
-	}
 	if l.lockFile != nil {
 		errs = append(errs, l.lockFile.Close())
 	}
