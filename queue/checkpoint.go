@@ -223,10 +223,17 @@ func (q *Queue) checkpoint() error {
 	}
 	q.mu.Lock()
 	head := q.t.Head()
+	held := q.ck.held != 0
 	q.mu.Unlock()
 	end := q.log.Next()
 	if !q.ck.written || head != q.ck.head || end != q.ck.end {
 		err = errors.Join(err, q.writeHead(headState{head: head, end: end}))
+	} else if held {
+		// Nothing moved, but the dedup window held back a segment the
+		// head has left: its ids may have expired since, and an idle
+		// queue would otherwise keep the segment until its next send
+		// or delete.
+		err = errors.Join(err, q.dropBelow(q.ck.head))
 	}
 	q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end, err: err})
 	return err
