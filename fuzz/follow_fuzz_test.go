@@ -56,6 +56,11 @@ func followPlan(plan []byte) []followStep {
 		if t := plan[i+2]; t%4 == 0 {
 			st.torn = 1 + int(t)%(len(st.rec)-1)
 			st.flip = t&0x80 != 0
+			if !st.flip && allZero(st.rec[st.torn:]) {
+				// The prefix and the zeros after it are the whole
+				// record: not torn, and a writer's restart keeps it.
+				st.torn = 0
+			}
 		}
 		steps = append(steps, st)
 	}
@@ -127,7 +132,16 @@ func writeSteps(f *os.File, steps []followStep) error {
 			try := st.rec[:st.torn]
 			if st.flip {
 				try = bytes.Clone(st.rec)
-				try[4+(len(try)-4)/2] ^= 0x40 // past the length field: the checksum fails
+				k := 4 + (len(try)-4)/2 // past the length field: the checksum fails
+				try[k] ^= 0x40
+				// The wrong byte first: a writer never writes a record's
+				// right bytes and then a wrong one, and the right bytes
+				// before it, with the zeros after them, can be the whole
+				// record (an empty body with id 0), which a follower
+				// rightly serves.
+				if _, err := f.WriteAt(try[k:k+1], pos+int64(k)); err != nil {
+					return err
+				}
 			}
 			if err := writeRecord(f, pos, try, st); err != nil {
 				return err
