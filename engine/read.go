@@ -164,6 +164,23 @@ func floorSegment(segs []*segment.Segment, offset uint64) *segment.Segment {
 // record still there. When Truncate cuts the log at or below the iteration,
 // an error wrapping ErrNotFound says so and the iteration ends.
 func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
+	return l.records(from, false)
+}
+
+// RecordsWithAttrs is Records for a walk that only wants the records that
+// carry an attributes section (a queue's open looks for dedup ids and
+// moved copies in its whole backlog). A record whose header says it has
+// none is stepped over by its header alone: its length, and its id
+// checked against the offset, without computing its checksum. It yields
+// every record with attributes, verified, and may yield some without (the
+// first of a segment, one after damage). Damage inside a record stepped
+// over is not reported; a header that does not check out is read and
+// verified as Records does, which reports it.
+func (l *Log) RecordsWithAttrs(from uint64) iter.Seq2[Record, error] {
+	return l.records(from, true)
+}
+
+func (l *Log) records(from uint64, attrsOnly bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		cuts := l.cuts.Load()
 		for from < l.Next() {
@@ -186,7 +203,7 @@ func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
 				yield(Record{Offset: from}, err)
 				return
 			}
-			next, more := l.scanSegment(s, from, cuts, yield)
+			next, more := l.scanSegment(s, from, cuts, attrsOnly, yield)
 			s.Release()
 			if !more {
 				return
@@ -196,9 +213,10 @@ func (l *Log) Records(from uint64) iter.Seq2[Record, error] {
 	}
 }
 
-// scanSegment yields the segment's records from offset on. It returns the
-// first offset it did not yield, and false when the iteration must end.
-func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, yield func(Record, error) bool) (uint64, bool) {
+// scanSegment yields the segment's records from offset on (with attrsOnly,
+// see RecordsWithAttrs). It returns the first offset it did not yield, and
+// false when the iteration must end.
+func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, attrsOnly bool, yield func(Record, error) bool) (uint64, bool) {
 	sc := s.Scan(from)
 	mf, mt := s.Missing()
 	for off := from; ; off++ {
@@ -206,6 +224,9 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, yie
 			// A range no segment holds: reported once, not per offset.
 			_, _, err := s.Read(off)
 			return mt, yield(Record{Offset: off}, fmt.Errorf("%w (offsets [%d, %d))", err, off, mt))
+		}
+		if attrsOnly && sc.SkipPlain() {
+			continue
 		}
 		v, _, err := sc.Next()
 		if c := l.cuts.Load(); c.epoch != cuts.epoch && off >= c.lowestSince(cuts.epoch) {

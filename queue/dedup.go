@@ -153,7 +153,7 @@ func (q *Queue) rebuildDedup() error {
 	}
 	now := q.now()
 	k := 0
-	for r, err := range q.log.Records(start) {
+	for r, err := range q.log.RecordsWithAttrs(start) {
 		if err != nil {
 			continue // damaged or dropped: nothing to remember
 		}

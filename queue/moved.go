@@ -294,7 +294,7 @@ type movedCopy struct {
 func (q *Queue) restoreMoved() error {
 	from := q.t.Cursor()
 	byKey := map[uint64][]movedCopy{}
-	for r, err := range q.log.Records(from) {
+	for r, err := range q.log.RecordsWithAttrs(from) {
 		if err != nil {
 			continue // damaged: the cursor hands it out as such
 		}

@@ -217,6 +217,31 @@ func (sc *Scanner) Next() (record.View, int64, error) {
 	return v, pos, nil
 }
 
+// SkipPlain steps over the next record when its header shows a record
+// without an attributes section: the id expected, a plausible length, and
+// the whole record inside the published bytes. Its checksum is not
+// computed. It reports false, and moves nothing, when the scan's position
+// is not known (its start, after damage) or the header shows anything
+// else: Next then reads and verifies the record.
+func (sc *Scanner) SkipPlain() bool {
+	s := sc.s
+	if sc.pos < 0 || sc.next >= s.next.Load() || s.readable() != nil {
+		return false
+	}
+	end := s.end.Load()
+	if sc.pos+record.HeaderSize > end {
+		return false
+	}
+	length, attrs, _, id, _ := record.Header(s.ro[sc.pos:end])
+	size := int64(length) + 4
+	if attrs || id != sc.next || length < record.MinLength || length > s.cfg.MaxLength || sc.pos+size > end {
+		return false
+	}
+	sc.pos += size
+	sc.next++
+	return true
+}
+
 // TimeView is a segment's time index as readers see it.
 type TimeView struct {
 	Times sparseidx.Times
