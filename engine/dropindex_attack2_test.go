@@ -77,11 +77,10 @@ func TestAttack2DropRacesFirstLookup(t *testing.T) {
 			t.Fatal(err)
 		}
 		a2RemoveIndexes(t, dir)
-		// Segments are mapped on first use, but never evicted here: an
-		// eviction takes a dropped segment whose last reference is a
-		// reader's for one only the log holds, and unmaps it under the
-		// reader.
-		opts.MaxMappedSegments = 1 << 20
+		// Segments are mapped on first use and evicted (a dropped
+		// segment a reader still holds is not: its mapping is the
+		// reader's; TestRegressEvictionUnmapsHeldRecordOfDroppedSegment).
+		opts.MaxMappedSegments = 1 + round%3
 		opts.RecycleSegments = round % 3
 		if round%4 == 3 {
 			opts.RetentionBytes = 40 << 10
@@ -145,15 +144,15 @@ func TestAttack2DropRacesFirstLookup(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				switch {
 				case i%7 == 6:
-					// A cut within the active segment, or at the base of
-					// one of the newest sealed ones: that one becomes the
-					// active segment again, its file copied (a cut inside
-					// a sealed segment reads the record before it without
-					// a reference, which an eviction may unmap under it).
+					// A cut within the active segment, or at or inside one
+					// of the newest sealed ones: that one becomes the
+					// active segment again, its file copied (the record
+					// before a cut inside a sealed segment is read with a
+					// reference: TestRegressTruncateReadsEvictedSegment).
 					segs := *l.segs.Load()
 					at := l.active.Base() + uint64(rng.IntN(int(l.Next()-l.active.Base())+1))
 					if k := len(segs) - 1 - rng.IntN(4); rng.IntN(2) == 0 && k > 0 {
-						at = segs[k].Base()
+						at = segs[k].Base() + uint64(rng.IntN(int(segs[k].Next()-segs[k].Base())))
 					}
 					if at > l.First() {
 						if err := l.Truncate(at); err != nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotFound) {

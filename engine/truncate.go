@@ -70,6 +70,10 @@ func (l *Log) cutPosition(s *segment.Segment, offset uint64) (int64, error) {
 	if offset == s.Base() {
 		return 0, nil
 	}
+	if !s.Acquire() { // a sealed segment may be mapped on demand, and evicted
+		return 0, fmt.Errorf("pagelog: truncate at %d: %w", offset, ErrClosed)
+	}
+	defer s.Release()
 	v, pos, err := s.Read(offset - 1)
 	if err != nil {
 		return 0, fmt.Errorf("pagelog: truncate at %d: the record before it does not verify: %w", offset, err)

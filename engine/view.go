@@ -141,6 +141,10 @@ func (l *Log) tryView() error {
 	segs = l.dropEmptyNewest(segs)
 	l.publish(segs)
 	newest := segs[len(segs)-1]
+	// Read again now that the segments are open: a Truncate since the
+	// first read removed the checkpoint files (or a later one says less),
+	// and the offsets it cut are not lost, only cut.
+	known = min(known, checkpointNext(l.dir))
 	if known > newest.Next() {
 		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf(
 			"offsets [%d, %d) lost: the checkpoint files say the log reached %d, its segments end at %d",

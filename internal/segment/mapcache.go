@@ -111,10 +111,11 @@ func (c *MapCache) add(s *Segment) {
 			c.hand++
 			continue
 		}
-		if evicted, last := v.tryEvict(); evicted {
-			if last {
-				done = append(done, v)
-			}
+		evicted, last := v.tryEvict()
+		if last {
+			done = append(done, v) // finish removes it when it was not evicted
+		}
+		if evicted {
 			c.segs = slices.Delete(c.segs, c.hand, c.hand+1)
 			c.mapped.Add(-1)
 			continue
@@ -155,13 +156,24 @@ func (s *Segment) ensureMapped() {
 		err = fmt.Errorf("segment: %s shrank from %d to %d bytes since the log was opened", s.path(LogSuffix), s.end.Load(), len(s.ro))
 	}
 	if err != nil {
+		if s.dropping {
+			err = fmt.Errorf("%w: %w", errDropped, err)
+		}
 		s.unmapLocked()
 		s.fileID = id
 		s.unreadable.Store(&err)
 		s.mu.Unlock()
 		return
 	}
-	if s.checked.Load() {
+	if s.checked.Load() && s.memIndex {
+		// The index was rebuilt in memory only (a read-only log, or
+		// files that could not be written): the files just mapped are
+		// the ones it replaced. They are checked again at the next
+		// lookup, as at the first mapping.
+		s.checked.Store(false)
+		s.memIndex = false
+		s.indexGen.Add(1)
+	} else if s.checked.Load() {
 		x := s.idx.Load()
 		x.n.Store(s.keptEntries)
 	}
@@ -173,12 +185,27 @@ func (s *Segment) ensureMapped() {
 	}
 }
 
+// errDropped marks a mapping that failed because the log was dropping the
+// segment (see MarkDropped): its records are gone, not damaged.
+var errDropped = errors.New("segment: dropped by the log")
+
 // tryEvict unmaps a mapped lazy segment that only its log holds. It
 // reports whether it did, and whether the log let go of it meanwhile:
 // then the caller finishes it (see MapCache.add).
+//
+// One reference left is the log's only while the log has not given its
+// own back (a drop closes the segment while readers may still hold
+// records of it): a segment the log let go of is never evicted, or a
+// reader's record would be unmapped under it. Close marks the segment
+// disowned before it releases, so a look after the swap tells.
 func (s *Segment) tryEvict() (evicted, last bool) {
-	if !s.refs.CompareAndSwap(1, 1+evicting) {
+	if s.disowned.Load() || !s.refs.CompareAndSwap(1, 1+evicting) {
 		return false, false
+	}
+	if s.disowned.Load() {
+		// The log let go between the two looks: the reference left may
+		// be a reader's, or none (then this finishes it).
+		return false, s.refs.Add(-evicting) == 0
 	}
 	s.mu.Lock()
 	s.keptEntries = s.idx.Load().n.Load()
@@ -231,9 +258,10 @@ func (s *Segment) readable() error {
 	if p := s.unreadable.Load(); p != nil {
 		why = *p
 	}
-	if s.cfg.ReadOnly && (errors.Is(why, fs.ErrNotExist) || errors.Is(why, errReplaced)) {
+	if s.cfg.ReadOnly && (errors.Is(why, fs.ErrNotExist) || errors.Is(why, errReplaced)) || errors.Is(why, errDropped) {
 		// A read-only log: the writer dropped the segment, or cut it
-		// (replacing the file), since the open.
+		// (replacing the file), since the open. Or this log dropped it
+		// while a reader that had found it in the list took it.
 		return fmt.Errorf("%w: segment %s left the log after it was opened (%v)", ErrNotFound, Name(s.base, LogSuffix), why)
 	}
 	return fmt.Errorf("%w: segment %s cannot be mapped: %w", ErrCorrupt, Name(s.base, LogSuffix), why)

@@ -342,9 +342,7 @@ func (s *Segment) rebuild(end int64) int {
 	b := s.buildIndex(end)
 	x := &index{off: sparseidx.Offsets{Buf: b.offs}, tim: sparseidx.Times{Buf: b.tims}}
 	x.n.Store(int64(len(b.offs) / sparseidx.OffsetEntrySize))
-	if !s.cfg.ReadOnly {
-		s.writeIndexFiles(b.offs, b.tims)
-	}
+	s.memIndex = s.cfg.ReadOnly || !s.writeIndexFiles(b.offs, b.tims)
 	s.retired = append(s.retired, old.offMap, old.timMap)
 	s.idx.Store(x)
 	s.indexGen.Add(1) // after the swap: a TimeIndex that saw this count reads x
@@ -460,7 +458,7 @@ func (s *Segment) TrimSealed() (int64, error) {
 	n := x.entries()
 	offs, tims := x.off.Buf[:n*sparseidx.OffsetEntrySize], x.tim.Buf[:n*sparseidx.TimeEntrySize]
 	if !sizeIs(s.path(IndexSuffix), len(offs)) || !sizeIs(s.path(TimeIndexSuffix), len(tims)) {
-		s.writeIndexFiles(append([]byte(nil), offs...), append([]byte(nil), tims...))
+		s.memIndex = !s.writeIndexFiles(append([]byte(nil), offs...), append([]byte(nil), tims...))
 	}
 	return cut, nil
 }
@@ -480,11 +478,12 @@ func (s *Segment) modTime() int64 {
 // writeIndexFiles replaces the index files of a sealed segment with rebuilt
 // ones (temporary file, then rename). Failure leaves the old files: the
 // index is a cache and the rebuilt copy is still served from memory. The
-// caller holds s.mu.
-func (s *Segment) writeIndexFiles(offs, tims []byte) {
+// caller holds s.mu. It reports whether both files were written.
+func (s *Segment) writeIndexFiles(offs, tims []byte) bool {
 	if s.dropping {
-		return // see MarkDropped
+		return false // see MarkDropped
 	}
+	ok := true
 	for _, f := range []struct {
 		suffix string
 		data   []byte
@@ -497,12 +496,15 @@ func (s *Segment) writeIndexFiles(offs, tims []byte) {
 		}
 		if err := os.WriteFile(tmp, f.data, mode); err != nil {
 			_ = os.Remove(tmp)
+			ok = false
 			continue
 		}
 		if err := os.Rename(tmp, path); err != nil {
 			_ = os.Remove(tmp)
+			ok = false
 		}
 	}
+	return ok
 }
 
 func appendOffset(b []byte, rel, pos uint32) []byte {

@@ -131,6 +131,7 @@ type Segment struct {
 	checked  atomic.Bool             // index checked against the log (sealed segments)
 	distrust atomic.Bool             // a lookup found an entry pointing at another record
 	timeEnd  atomic.Pointer[timeEnd] // see TimeEnd
+	lostTail atomic.Bool             // a view's offsets end in a range MissingUpTo marked (see endsMissing)
 	indexGen atomic.Uint64           // rebuilds of the index (under mu): a timeEnd of an older one is stale
 	sealed   atomic.Bool             // never written again: its index may be rebuilt at any time
 	mu       sync.Mutex              // serializes index checks and rebuilds
@@ -139,6 +140,9 @@ type Segment struct {
 	end  atomic.Int64  // bytes of whole, published records
 	next atomic.Uint64 // offset after the last published record
 	refs atomic.Int64
+	// disowned is set when the log gives its reference back (Close): the
+	// references left are readers', and the mapping is theirs.
+	disowned atomic.Bool
 	// reads counts the log's Reads served from this segment: on the cache
 	// line a Read writes anyway (refs), so that counting costs it nothing
 	// measurable (a striped counter of its own cost +4% at the p50).
@@ -175,6 +179,7 @@ type Segment struct {
 	// dropped segment's file on once its last reference is gone.
 	keepSize   int64
 	dropping   bool // the log is removing or reusing its files (under mu): no index file is written again
+	memIndex   bool // the index was rebuilt and its files not written (under mu): see ensureMapped
 	recycleAs  string
 	recyclePut func(path string)
 	leftMapped atomic.Bool // an eviction could not take the mapping away
@@ -337,6 +342,7 @@ func (s *Segment) Close() error {
 	if s.w != nil {
 		err = s.w.close()
 	}
+	s.disowned.Store(true) // before the reference goes: see tryEvict
 	s.Release()
 	return err
 }

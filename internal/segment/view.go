@@ -276,14 +276,17 @@ func (s *Segment) addViewEntries(offs, tims []byte) {
 	}
 }
 
-// endsMissing reports whether the view's offsets end in a missing range
-// (MissingUpTo, or a file shorter than its recovery point). Such a view is
-// not followed: the bytes at its end are not the records after the range
-// (a reader that took them would serve what no writer will), and a writer
-// that opens the log again goes on in a new segment past the range, which
-// a reader finds as the view's successor.
+// endsMissing reports whether MissingUpTo marked the view's offsets as
+// ending in a missing range: the checkpoint files say the log reached
+// further than the file holds. Such a view is not followed: the bytes at
+// its end are not the records after the range (a reader that took them
+// would serve what no writer will, and the writer's next open cuts them
+// from under its mapping); a writer that opens the log again goes on in a
+// new segment past the range, which a reader finds as the view's
+// successor. (A view whose file ended short of its recovery point is
+// followed: its writer goes on in the same file, at the recovery point.)
 func (s *Segment) endsMissing() bool {
-	return s.recEnd.Load() < s.next.Load()
+	return s.lostTail.Load()
 }
 
 // MissingUpTo records that the offsets from the end of a view or a sealed
@@ -295,6 +298,7 @@ func (s *Segment) MissingUpTo(next uint64) {
 	if (s.activeView || s.sealed.Load()) && next > s.next.Load() {
 		s.recEnd.Store(min(s.recEnd.Load(), s.next.Load()))
 		s.next.Store(next)
+		s.lostTail.Store(s.activeView)
 	}
 }
 

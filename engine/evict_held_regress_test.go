@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+)
+
+// A regression test (it faulted or failed before the fix); what went wrong:
+// A record held past its segment's drop, with MaxMappedSegments: once the
+// log let go of the segment, the holder's reference is its only one, and
+// the map cache takes that for "only the log holds it": a mapping of
+// another segment evicts it and unmaps the record's bytes (SIGSEGV on
+// the read of r.Body below).
+func TestRegressEvictionUnmapsHeldRecordOfDroppedSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
+	appendN(t, l, 200, func(uint64) int { return 40 })
+	l.Close()
+	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	segs := *l.segs.Load()
+	r, err := l.Read(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	want := bytes.Clone(r.Body)
+	if _, err := l.DropBefore(segs[2].Base()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs[3:6] { // map other segments: the cache evicts
+		o, err := l.Read(s.Base())
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Release()
+	}
+	t.Logf("mapped sealed segments: %d", l.cfg.Maps.Mapped())
+	if !bytes.Equal(r.Body, want) {
+		t.Fatal("the held record's body changed")
+	}
+}

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
+)
+
+// A regression test (it faulted or failed before the fix); what went wrong:
+// On a full disk a sealed segment's rebuilt time index is kept in memory
+// only; an eviction drops it and the next mapping reads the damaged file
+// back with the rebuilt entry count. NewestTime then says the segment's
+// newest record is from 1970 and retention by age drops a segment of
+// records appended a moment ago.
+func TestRegressRetentionDropsYoungSegmentAfterRemap(t *testing.T) {
+	fsdir := mountTmpfs(t, "2m")
+	dir := filepath.Join(fsdir, "log")
+	opts := Options{SegmentBytes: 4096, IndexIntervalBytes: 256}
+	l := mustOpen(t, dir, opts)
+	appendN(t, l, 200, func(uint64) int { return 100 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(segPath(dir, 0, segment.TimeIndexSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxMappedSegments = 1
+	opts.RetentionAge = time.Hour // nothing here is that old
+	l = mustOpen(t, dir, opts)
+	segs := *l.segs.Load()
+	ballast, err := os.Create(filepath.Join(fsdir, "ballast"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ballast.Close()
+	for chunk := make([]byte, 4096); ; {
+		if _, err := ballast.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if ms, ok := segs[0].NewestTime(); ok { // the first lookup: rebuilt, not written
+		t.Logf("segment 0's newest record: %v ago", time.Since(time.UnixMilli(ms)))
+	}
+	r, err := l.Read(segs[1].Base()) // maps segment 1: segment 0 is evicted
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release()
+	ms, ok := segs[0].NewestTime()
+	t.Logf("after an eviction: segment 0's newest record: %v (%v)", time.UnixMilli(ms), ok)
+	if n, err := l.retain(); err != nil || n > 0 {
+		t.Fatalf("retention by age (an hour) dropped %d segments of records a moment old (%v); First is now %d", n, err, l.First())
+	}
+}

@@ -1,0 +1,45 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// A regression test (it faulted or failed before the fix); what went wrong:
+// Truncate reads the record before the cut (cutPosition) from a sealed
+// segment without a reference: with MaxMappedSegments, a reader mapping
+// another segment meanwhile evicts it, and the read faults (SIGSEGV in
+// segment.(*Segment).holds / record.Header).
+func TestRegressTruncateReadsEvictedSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
+	appendN(t, l, 3000, func(uint64) int { return 40 })
+	l.Close()
+	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for !stop.Load() {
+				if n := l.Next(); n > 0 {
+					if r, err := l.Read(rng.Uint64N(n)); err == nil {
+						r.Release()
+					}
+				}
+			}
+		}()
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := 0; i < 400 && l.Next() > 100; i++ {
+		if err := l.Truncate(l.Next() - 1 - rng.Uint64N(8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+}

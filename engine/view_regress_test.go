@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// A regression test (it faulted or failed before the fix); what went wrong:
+// A Truncate between a read-only open's reading of the checkpoint files
+// and its opening of the views: the open takes the offsets the checkpoint
+// knew as a missing range at the end of the newest view, and no longer
+// follows it; the writer's appends after the cut are never seen.
+func TestRegressTruncateDuringViewOpen(t *testing.T) {
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 1 << 20, Sync: SyncInterval})
+	appendN(t, w, 20, mixedSize)
+	if err := w.Sync(); err != nil { // log.recovery: the log reached 20
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); checkpointNext(dir) != 20 && time.Now().Before(deadline); { // the checkpointer writes it within a second
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(func() { afterViewListing = nil })
+	afterViewListing = func() {
+		afterViewListing = nil
+		if err := w.Truncate(10); err != nil {
+			t.Error(err)
+		}
+	}
+	ro := mustOpenRO(t, dir, Options{})
+	t.Logf("reader opened: [%d, %d), notes %q", ro.First(), ro.Next(), ro.Recovery().Notes)
+	appendN(t, w, 30, mixedSize) // offsets 10..39, in the same file
+	deadline := time.Now().Add(3 * time.Second)
+	for ro.Next() != w.Next() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ro.Next() != w.Next() {
+		t.Errorf("the reader's Next is %d, the writer's %d", ro.Next(), w.Next())
+	}
+	for off := uint64(10); off < w.Next(); off++ {
+		r, err := ro.Read(off)
+		if err != nil {
+			t.Errorf("reader's Read(%d): %v (the writer serves it; ErrCorrupt: %v)", off, err, errors.Is(err, ErrCorrupt))
+			break
+		}
+		r.Release()
+	}
+}
