@@ -118,20 +118,7 @@ func TestCloseOnFullDiskFreesKeptFilesFirst(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	ballast, err := os.Create(filepath.Join(fsdir, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ballast.Close()
-	chunk := make([]byte, 4096)
-	for {
-		if _, err := ballast.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	fillDisk(t, fsdir)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close on a full disk with a kept file: %v", err)
 	}

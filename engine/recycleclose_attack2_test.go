@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -142,19 +141,7 @@ func TestAttack2CloseOnFullDiskKeepsThree(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	ballast, err := os.Create(filepath.Join(fsdir, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ballast.Close()
-	for chunk := make([]byte, 4096); ; {
-		if _, err := ballast.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	ballast := fillDisk(t, fsdir)
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close on a full disk with kept files: %v", err)
 	}
@@ -165,7 +152,7 @@ func TestAttack2CloseOnFullDiskKeepsThree(t *testing.T) {
 	if left := a2IndexOrphans(t, dir); len(left) > 0 {
 		t.Fatalf("left after Close and the last Release: %q", left)
 	}
-	if err := ballast.Truncate(0); err != nil {
+	if err := os.Truncate(ballast, 0); err != nil {
 		t.Fatal(err)
 	}
 	l = mustOpen(t, dir, opts)

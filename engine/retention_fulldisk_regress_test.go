@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,19 +31,7 @@ func TestRegressRetentionDropsYoungSegmentAfterRemap(t *testing.T) {
 	opts.RetentionAge = time.Hour // nothing here is that old
 	l = mustOpen(t, dir, opts)
 	segs := *l.segs.Load()
-	ballast, err := os.Create(filepath.Join(fsdir, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ballast.Close()
-	for chunk := make([]byte, 4096); ; {
-		if _, err := ballast.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	fillDisk(t, fsdir)
 	if ms, ok := segs[0].NewestTime(); ok { // the first lookup: rebuilt, not written
 		t.Logf("segment 0's newest record: %v ago", time.Since(time.UnixMilli(ms)))
 	}
