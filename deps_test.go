@@ -38,17 +38,18 @@ var allowed = map[string]rule{
 	"internal/record":     {},
 	"inflight":            {},
 	"internal/checkpoint": {},
+	"internal/stopwatch":  {testSys: true}, // the benchmarks' per-operation timer
 	"sparseidx":           {internal: []string{"warmsearch"}},
 	"mmapfile":            {sys: true},
 	"internal/addrspace":  {sys: true},
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
 	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "mmapfile", "sparseidx"}, sys: true},
 	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint"}, testSys: true},
-	"cmd/pagelog":         {internal: []string{"engine", "queue"}, sys: true},
+	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch"}, sys: true},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
 	// module (bench/peers).
-	"bench": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "mmapfile"}, testSys: true},
+	"bench": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/stopwatch", "mmapfile"}, testSys: true},
 	// The fuzz targets reach into the library's pure layers and the
 	// engine and queue; never into cmd or bench.
 	"fuzz": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
