@@ -32,9 +32,9 @@ func a3Mappings(t *testing.T, dir string) int {
 // with one or two kept mapped; readers hold records (Read, Records,
 // OffsetForTime) for a while and check their bytes after other segments
 // were mapped, while DropBefore, retention, Truncate and appends run. The
-// held bytes never change, no read reports ErrCorrupt, the mapped count
-// comes back within the bound once every record is given back, and Close
-// leaves no mapping of the log's files.
+// held bytes never change, no read reports ErrCorrupt, every record
+// reads back afterwards, the map cache counts only segments of the log,
+// and Close leaves it empty and no mapping of the log's files.
 func TestAttack3EvictionRacesDropsHeldRecords(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	round := 0
