@@ -102,7 +102,11 @@ func (c *MapCache) add(s *Segment) {
 	if c.Max <= 0 {
 		return
 	}
-	for tries := 0; len(c.segs) > c.Max && tries < 2*len(c.segs); tries++ {
+	// Two turns of the clock at most (the first may only clear touched
+	// marks), counted over the segments as they were: an eviction
+	// shortens the list, and a bound taken from it as it shrank stopped
+	// the sweep with unheld segments still mapped past Max.
+	for tries, most := 0, 2*len(c.segs); len(c.segs) > c.Max && tries < most; tries++ {
 		if c.hand >= len(c.segs) {
 			c.hand = 0
 		}
