@@ -35,7 +35,7 @@ func TestRegressTruncateReadsEvictedSegment(t *testing.T) {
 		}()
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
-	for i := 0; i < 400 && l.Next() > 100; i++ {
+	for i := 0; i < 120 && l.Next() > 100; i++ {
 		if err := l.Truncate(l.Next() - 1 - rng.Uint64N(8)); err != nil {
 			t.Fatal(err)
 		}

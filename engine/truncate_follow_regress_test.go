@@ -1,0 +1,46 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+	"time"
+)
+
+// A regression test: a read-only log that followed a writer (without Wait) whose
+// Truncate cuts below the newest segment's base: the writer removes the
+// newest segment, the follower takes that for a drop of a segment it fell
+// behind and stops following. Its Next stays at the old end, and it keeps
+// serving the records the cut removed where the writer serves new ones.
+func TestRegressTruncateAcrossSegmentStopsFollower(t *testing.T) {
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 1024})
+	appendN(t, w, 60, func(uint64) int { return 40 })
+	ro := mustOpenRO(t, dir, Options{})
+	if ro.Next() != w.Next() {
+		t.Fatalf("reader %d, writer %d", ro.Next(), w.Next())
+	}
+	segs := *w.segs.Load()
+	at := segs[len(segs)-1].Base() - 3 // inside the segment before the newest
+	if err := w.Truncate(at); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := w.Append(bytes.Repeat([]byte{'n'}, 30)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for ro.Next() != w.Next() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if ro.Next() != w.Next() {
+		t.Errorf("the reader's Next is %d, the writer's %d", ro.Next(), w.Next())
+	}
+	r, err := ro.Read(at)
+	if err == nil {
+		if !bytes.Equal(r.Body, bytes.Repeat([]byte{'n'}, 30)) {
+			t.Errorf("the reader serves at %d a record the writer cut (%d bytes)", at, len(r.Body))
+		}
+		r.Release()
+	}
+}
