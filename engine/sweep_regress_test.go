@@ -33,3 +33,44 @@ func TestRegressSweepStopsShort(t *testing.T) {
 		t.Fatalf("%d sealed segments mapped after a new mapping with nothing held; MaxMappedSegments 1", m)
 	}
 }
+
+// A regression test: segments mapped past the bound while readers held
+// them stayed mapped once the readers let go, for as long as no other
+// segment was mapped (five, with MaxMappedSegments 1). A release that
+// leaves a segment to its log alone now evicts down to the bound.
+func TestRegressReleaseEvicts(t *testing.T) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
+	appendN(t, l, 200, func(uint64) int { return 40 })
+	l.Close()
+	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	defer l.Close()
+	segs := *l.segs.Load()
+	var held []Record
+	for _, s := range segs[:5] {
+		r, err := l.Read(s.Base())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, r)
+	}
+	if m := l.Stats().MappedSegments - 1; m != 5 { // the active segment is one
+		t.Fatalf("%d sealed segments mapped while five records are held", m)
+	}
+	for _, r := range held {
+		r.Release()
+	}
+	if m := l.Stats().MappedSegments - 1; m > 1 {
+		t.Fatalf("%d sealed segments mapped once the records were released; MaxMappedSegments 1", m)
+	}
+	for _, s := range segs[:5] {
+		r, err := l.Read(s.Base())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	if m := l.Stats().MappedSegments - 1; m > 1 {
+		t.Fatalf("%d sealed segments mapped after reads with nothing held; MaxMappedSegments 1", m)
+	}
+}

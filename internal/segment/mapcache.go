@@ -88,19 +88,41 @@ func (c *MapCache) Maps() int64 {
 // remove, and a finish under it deadlocked the goroutine on itself, and
 // every later drop and mapping behind it.
 func (c *MapCache) add(s *Segment) {
-	var done []*Segment
-	defer func() {
-		for _, v := range done {
-			v.finish()
-		}
-	}()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.segs = append(c.segs, s)
 	c.mapped.Add(1)
 	c.maps.Add(1)
+	done := c.evictLocked(s)
+	c.mu.Unlock()
+	for _, v := range done {
+		v.finish()
+	}
+}
+
+// shrink evicts unheld segments while more than Max are mapped: a reader's
+// Release that leaves a segment to its log alone calls it, so that the
+// segments readers held past the bound go once they let go, not at the
+// next mapping of another segment.
+func (c *MapCache) shrink() {
+	c.mu.Lock()
+	done := c.evictLocked(nil)
+	c.mu.Unlock()
+	for _, v := range done {
+		v.finish()
+	}
+}
+
+// over reports whether more segments are mapped than Max.
+func (c *MapCache) over() bool {
+	return c.Max > 0 && c.mapped.Load() > int64(c.Max)
+}
+
+// evictLocked runs the clock sweep past Max, never evicting keep; it
+// returns the evicted segments its caller must finish after c.mu. The
+// caller holds c.mu.
+func (c *MapCache) evictLocked(keep *Segment) (done []*Segment) {
 	if c.Max <= 0 {
-		return
+		return nil
 	}
 	// Two turns of the clock at most (the first may only clear touched
 	// marks), counted over the segments as they were: an eviction
@@ -111,7 +133,7 @@ func (c *MapCache) add(s *Segment) {
 			c.hand = 0
 		}
 		v := c.segs[c.hand]
-		if v == s || v.touched.Swap(false) {
+		if v == keep || v.touched.Swap(false) {
 			c.hand++
 			continue
 		}
@@ -126,6 +148,7 @@ func (c *MapCache) add(s *Segment) {
 		}
 		c.hand++
 	}
+	return done
 }
 
 // remove forgets a segment that is finished (its mapping is gone).

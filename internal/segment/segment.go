@@ -328,10 +328,17 @@ func (s *Segment) Acquire() bool {
 func (s *Segment) NoteRead()     { s.reads.Add(1) }
 func (s *Segment) Reads() uint64 { return s.reads.Load() }
 
-// Release drops a reference; the last one unmaps the segment.
+// Release drops a reference; the last one unmaps the segment. One that
+// leaves a lazy segment to its log alone lets the map cache evict down to
+// its bound, if readers held it past.
 func (s *Segment) Release() {
-	if s.refs.Add(-1) == 0 {
+	switch n := s.refs.Add(-1); {
+	case n == 0:
 		s.finish()
+	case n == 1 && s.lazy:
+		if c := s.cfg.Maps; c != nil && c.over() {
+			c.shrink()
+		}
 	}
 }
 
