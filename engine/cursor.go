@@ -506,7 +506,7 @@ func (c *Cursor) release() {
 		c.mem = nil
 	}
 	if c.f != nil {
-		_ = c.f.Close()
+		_ = unlockAndClose(c.f) // a forked child's copy keeps no lock
 		c.f = nil
 	}
 }

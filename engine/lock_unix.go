@@ -38,6 +38,18 @@ func lockDir(dir string, mode os.FileMode) (*os.File, error) {
 	return f, nil
 }
 
+// unlockAndClose drops the flock on f and closes it. The lock belongs to the
+// open file description, which a child process forked meanwhile shares
+// until it execs (Go opens every file close-on-exec, but a fork comes
+// before the exec): closing only this descriptor could leave the lock
+// held for that moment, and a Close followed at once by an Open of the
+// same directory failed with ErrLocked while another goroutine started a
+// process. An explicit unlock releases it for every descriptor.
+func unlockAndClose(f *os.File) error {
+	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return f.Close()
+}
+
 // fileKey names a file by device and inode.
 func fileKey(st os.FileInfo) [2]uint64 {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {

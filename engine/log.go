@@ -147,7 +147,7 @@ func (l *Log) Close() error {
 	}
 	errs = append(errs, l.closeSegments())
 	if l.lockFile != nil {
-		errs = append(errs, l.lockFile.Close())
+		errs = append(errs, unlockAndClose(l.lockFile))
 	}
 	return errors.Join(errs...)
 }

@@ -35,7 +35,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l, err := open(dir, opts, lock)
 	if err != nil {
-		_ = lock.Close()
+		_ = unlockAndClose(lock)
 		return nil, err
 	}
 	return l, nil
