@@ -14,11 +14,7 @@ import (
 // after every file went) and maps a file that is gone: the Read reports
 // ErrCorrupt "cannot be mapped", not ErrTrimmed.
 func TestRegressReadRacingDropReportsCorrupt(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
-	appendN(t, l, 100, func(uint64) int { return 40 })
-	l.Close()
-	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	l := reopenOneMapped(t, 100)
 	segs := *l.segs.Load() // the reader's look at the list
 	s := floorSegment(segs, 0)
 

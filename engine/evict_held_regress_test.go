@@ -12,11 +12,7 @@ import (
 // another segment evicts it and unmaps the record's bytes (SIGSEGV on
 // the read of r.Body below).
 func TestRegressEvictionUnmapsHeldRecordOfDroppedSegment(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
-	appendN(t, l, 200, func(uint64) int { return 40 })
-	l.Close()
-	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	l := reopenOneMapped(t, 200)
 	segs := *l.segs.Load()
 	r, err := l.Read(0)
 	if err != nil {

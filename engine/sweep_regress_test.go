@@ -8,11 +8,7 @@ import "testing"
 // the next one is spent. Nothing is held, a new segment was mapped, and
 // two stay mapped with MaxMappedSegments 1 (until some later mapping).
 func TestRegressSweepStopsShort(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
-	appendN(t, l, 200, func(uint64) int { return 40 })
-	l.Close()
-	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	l := reopenOneMapped(t, 200)
 	segs := *l.segs.Load()
 	a, err := l.Read(segs[0].Base())
 	if err != nil {
@@ -39,11 +35,7 @@ func TestRegressSweepStopsShort(t *testing.T) {
 // segment was mapped (five, with MaxMappedSegments 1). A release that
 // leaves a segment to its log alone now evicts down to the bound.
 func TestRegressReleaseEvicts(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
-	appendN(t, l, 200, func(uint64) int { return 40 })
-	l.Close()
-	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	l := reopenOneMapped(t, 200)
 	defer l.Close()
 	segs := *l.segs.Load()
 	var held []Record
@@ -73,4 +65,18 @@ func TestRegressReleaseEvicts(t *testing.T) {
 	if m := l.Stats().MappedSegments - 1; m > 1 {
 		t.Fatalf("%d sealed segments mapped after reads with nothing held; MaxMappedSegments 1", m)
 	}
+}
+
+// reopenOneMapped writes n records of 40 bytes into a new log of 1 KiB
+// segments, closes it and opens it again with one sealed segment mapped
+// at most: its sealed segments are mapped on first use and evicted.
+func reopenOneMapped(t *testing.T, n int) *Log {
+	t.Helper()
+	dir := t.TempDir()
+	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
+	appendN(t, l, n, func(uint64) int { return 40 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
 }

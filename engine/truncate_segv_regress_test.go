@@ -13,11 +13,7 @@ import (
 // another segment meanwhile evicts it, and the read faults (SIGSEGV in
 // segment.(*Segment).holds / record.Header).
 func TestRegressTruncateReadsEvictedSegment(t *testing.T) {
-	dir := t.TempDir()
-	l := mustOpen(t, dir, Options{SegmentBytes: 1024})
-	appendN(t, l, 3000, func(uint64) int { return 40 })
-	l.Close()
-	l = mustOpen(t, dir, Options{SegmentBytes: 1024, MaxMappedSegments: 1})
+	l := reopenOneMapped(t, 3000)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for g := range 2 {
