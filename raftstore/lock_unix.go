@@ -36,3 +36,14 @@ func lockDir(dir string, mode os.FileMode) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockAndClose drops the flock on f and closes it. The lock belongs to the
+// open file description, which a child process forked meanwhile shares
+// until it execs: closing only this descriptor could leave the store locked
+// for that moment, and a Close followed at once by an Open of the same
+// directory would fail with ErrLocked. An explicit unlock releases it for
+// every descriptor.
+func unlockAndClose(f *os.File) error {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return f.Close()
+}

@@ -148,7 +148,7 @@ func Open(dir string, o Options) (*Store, error) {
 		if l := s.log.Load(); l != nil {
 			_ = l.Close()
 		}
-		_ = lock.Close()
+		_ = unlockAndClose(lock)
 		return nil, err
 	}
 	return s, nil
@@ -268,6 +268,6 @@ func (s *Store) Close() error {
 	if l := s.log.Swap(nil); l != nil {
 		errs = append(errs, l.Close())
 	}
-	errs = append(errs, s.lock.Close())
+	errs = append(errs, unlockAndClose(s.lock))
 	return errors.Join(errs...)
 }
