@@ -174,3 +174,52 @@ func TestBoundedMappingsConcurrent(t *testing.T) {
 	default:
 	}
 }
+
+// Segments the writer seals in this process are bounded too: a writer
+// rolling small segments for long kept every one mapped (three mappings
+// each, toward vm.max_map_count), whatever MaxMappedSegments said. Under
+// every sync policy (SyncAlways seals on the roll, the others in the
+// background), with a held record across the evictions.
+func TestBoundedMappingsSealedInProcess(t *testing.T) {
+	for _, sync := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(sync.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			const max = 1
+			l := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, MaxMappedSegments: max, Sync: sync})
+			defer l.Close()
+			sizes := appendN(t, l, 300, func(uint64) int { return 500 })
+			held, err := l.Read(3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, appendN(t, l, 1700, func(uint64) int { return 500 })...)
+			// The bound; the active segment, the prepared one, the one
+			// the held record pins and the one sealed last (kept while
+			// it joins the cache).
+			within := func(when string) {
+				t.Helper()
+				st := l.Stats()
+				if st.Segments < 200 {
+					t.Fatalf("only %d segments", st.Segments)
+				}
+				if st.MappedSegments > max+3 || mappedLogFiles(t, dir) > max+4 {
+					t.Fatalf("%s: %d of %d segments mapped (%d .log files in /proc/self/maps), want at most %d",
+						when, st.MappedSegments, st.Segments, mappedLogFiles(t, dir), max+3)
+				}
+			}
+			within("after the appends")
+			if !bytes.Equal(held.Body, testBody(3, 500)) {
+				t.Fatal("a held record changed while its segment was evicted around it")
+			}
+			held.Release()
+			checkAll(t, l, 0, sizes)
+			within("after reading every record")
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+				t.Fatalf("Verify: %v %+v", err, rep)
+			}
+		})
+	}
+}

@@ -250,7 +250,7 @@ func (st *syncState) run(l *Log) error {
 // DropBefore removed meanwhile needs none: it left the log (the directory
 // sync records its removal).
 func syncSealed(p *segment.Segment) error {
-	if !p.Acquire() {
+	if !p.Hold() { // its file, not its bytes: an evicted segment stays unmapped
 		return nil
 	}
 	defer p.Release()

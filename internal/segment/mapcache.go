@@ -47,7 +47,7 @@ type MapCache struct {
 // at once, so that their records stay readable after the writer drops
 // them) and returns why it could not, as the file system said it.
 func (s *Segment) MapNow() error {
-	if !s.lazy || !s.Acquire() {
+	if !s.lazy.Load() || !s.Acquire() {
 		return nil
 	}
 	defer s.Release()
@@ -62,7 +62,7 @@ func (s *Segment) MapNow() error {
 
 // Lazy reports whether the segment is mapped on demand (and may be evicted):
 // a sealed segment opened by OpenSealed.
-func (s *Segment) Lazy() bool { return s.lazy }
+func (s *Segment) Lazy() bool { return s.lazy.Load() }
 
 // Mapped returns how many sealed segments are mapped now.
 func (c *MapCache) Mapped() int {
@@ -274,7 +274,7 @@ func (s *Segment) unmapLocked() {
 // bounds must hold a reference (Acquire) across their use of the segment's
 // bytes: that is what keeps the mapping from eviction.
 func (s *Segment) readable() error {
-	if !s.lazy || s.isMapped.Load() {
+	if !s.lazy.Load() || s.isMapped.Load() {
 		return nil
 	}
 	s.ensureMapped()
@@ -318,7 +318,7 @@ func waitEvicted() { runtime.Gosched() }
 // and keeps it from eviction until the returned function runs. ok is false
 // once the segment is finished.
 func (s *Segment) pin() (unpin func(), ok bool) {
-	if !s.lazy {
+	if !s.lazy.Load() {
 		return func() {}, true
 	}
 	if !s.Acquire() {

@@ -161,7 +161,8 @@ func (s *Segment) copyIndex() *index {
 // uses OpenView for the newest segments of a log, where a writer may still
 // be sealing.
 func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
-	s := &Segment{cfg: cfg, base: base, wholeReach: true, lazy: true}
+	s := &Segment{cfg: cfg, base: base, wholeReach: true}
+	s.lazy.Store(true)
 	s.refs.Store(1)
 	s.idx.Store(&index{})
 	if err := s.statSealed(); err != nil {
@@ -183,7 +184,11 @@ func (s *Segment) mapReadOnly() error {
 	var m []byte
 	if err == nil {
 		s.fileID = fileIdentity(st)
-		s.sealedAt.Store(st.ModTime().UnixMilli())
+		if s.sealedAt.Load() == 0 {
+			// Known already for a segment sealed in this process
+			// (by the log's clock) or opened sealed.
+			s.sealedAt.Store(st.ModTime().UnixMilli())
+		}
 		m, err = s.mapReaders(f, int(st.Size()))
 	}
 	_ = f.Close()

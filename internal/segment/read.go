@@ -263,7 +263,7 @@ func (s *Segment) TimeIndex() TimeView {
 	gen := s.indexGen.Load()
 	x := s.lookupIndex()
 	v := TimeView{Times: x.tim, N: x.entries()}
-	if s.sealed.Load() && s.checked.Load() && !s.distrust.Load() && (!s.lazy || s.isMapped.Load()) {
+	if s.sealed.Load() && s.checked.Load() && !s.distrust.Load() && (!s.lazy.Load() || s.isMapped.Load()) {
 		e := &timeEnd{gen: gen, n: v.N}
 		if v.N > 0 {
 			e.lastMs, e.lastRel = x.tim.Entry(v.N - 1)

@@ -184,9 +184,10 @@ type Segment struct {
 	recyclePut func(path string)
 	leftMapped atomic.Bool // an eviction could not take the mapping away
 
-	// lazy segments (opened by OpenSealed) are mapped on first use and may
-	// be unmapped again by the log's MapCache when no reader holds them.
-	lazy        bool
+	// lazy segments (opened by OpenSealed, or sealed in this process: see
+	// joinMapCache) are mapped on first use and may be unmapped again by
+	// the log's MapCache when no reader holds them.
+	lazy        atomic.Bool
 	isMapped    atomic.Bool
 	touched     atomic.Bool           // used since the cache's clock last passed
 	unreadable  atomic.Pointer[error] // why the last mapping attempt failed
@@ -300,6 +301,24 @@ func (s *Segment) Path() string { return s.path(LogSuffix) }
 // Acquire takes a reference for a reader. It fails once the segment has been
 // finally released.
 func (s *Segment) Acquire() bool {
+	if !s.Hold() {
+		return false
+	}
+	if s.lazy.Load() {
+		if !s.touched.Load() {
+			s.touched.Store(true)
+		}
+		if !s.isMapped.Load() {
+			s.ensureMapped()
+		}
+	}
+	return true
+}
+
+// Hold takes a reference that keeps the segment from being finished
+// without mapping it: for a use of its file, not its bytes (Sync). It
+// fails once the segment has been finally released.
+func (s *Segment) Hold() bool {
 	for {
 		n := s.refs.Load()
 		if n <= evicting/2 {
@@ -310,18 +329,9 @@ func (s *Segment) Acquire() bool {
 			return false
 		}
 		if s.refs.CompareAndSwap(n, n+1) {
-			break
+			return true
 		}
 	}
-	if s.lazy {
-		if !s.touched.Load() {
-			s.touched.Store(true)
-		}
-		if !s.isMapped.Load() {
-			s.ensureMapped()
-		}
-	}
-	return true
 }
 
 // NoteRead counts one Read served from the segment; Reads returns the count.
@@ -335,7 +345,7 @@ func (s *Segment) Release() {
 	switch n := s.refs.Add(-1); {
 	case n == 0:
 		s.finish()
-	case n == 1 && s.lazy:
+	case n == 1 && s.lazy.Load():
 		if c := s.cfg.Maps; c != nil && c.over() {
 			c.shrink()
 		}
@@ -356,7 +366,7 @@ func (s *Segment) Close() error {
 
 // finish unmaps everything once no one holds a reference.
 func (s *Segment) finish() {
-	if s.lazy && s.cfg.Maps != nil {
+	if s.lazy.Load() && s.cfg.Maps != nil {
 		s.cfg.Maps.remove(s)
 	}
 	var err error // a mapping of the .log file left in place

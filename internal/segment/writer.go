@@ -651,8 +651,38 @@ func (s *Segment) Sync() error {
 
 // Seal trims the active segment and its indexes to their exact sizes, syncs
 // them when sync is set, and unmaps the writable mapping. Readers keep their
-// read-only views. After Seal the segment never changes again.
+// read-only views. After Seal the segment never changes again, and joins
+// its log's map cache like a segment opened sealed.
 func (s *Segment) Seal(sync bool) error {
+	if err := s.seal(sync); err != nil {
+		return err
+	}
+	s.joinMapCache()
+	return nil
+}
+
+// joinMapCache makes a segment sealed in this process lazy: from here on
+// the log's MapCache may unmap it while no reader holds it, and maps it
+// again on use, as it does a segment opened sealed. Without it a writer
+// that rolls small segments for long kept every one it sealed mapped
+// (three mappings each, toward vm.max_map_count), whatever
+// MaxMappedSegments said. Its descriptor stays open: a later sync of the
+// sealed file uses it.
+func (s *Segment) joinMapCache() {
+	c := s.cfg.Maps
+	if c == nil || s.lazy.Load() {
+		return
+	}
+	s.mu.Lock()
+	s.keptEntries = s.idx.Load().n.Load()
+	s.isMapped.Store(true)
+	s.touched.Store(true)
+	s.lazy.Store(true)
+	s.mu.Unlock()
+	c.add(s)
+}
+
+func (s *Segment) seal(sync bool) error {
 	s.popMu.Lock()
 	defer s.popMu.Unlock()
 	w := s.w
