@@ -24,6 +24,7 @@ type syncState struct {
 	running bool
 	done    chan struct{} // closed when the running sync ends
 	err     error         // sticky: the first failed sync
+	bad     atomic.Bool   // err is set: read without mu by every append
 	syncs   atomic.Int64  // syncs run (for tests and metrics)
 
 	// Figures of the syncs that moved durable (guarded by mu), for Stats.
@@ -64,7 +65,12 @@ func (st *syncState) recoveryPoint() recoveryPoint {
 }
 
 // failed returns the sticky error, if a sync has failed.
+// Every append asks, so a log that never failed answers with one atomic
+// load, not a lock.
 func (st *syncState) failed() error {
+	if !st.bad.Load() {
+		return nil
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.err
@@ -73,10 +79,16 @@ func (st *syncState) failed() error {
 // fail makes the log refuse appends from now on.
 func (st *syncState) fail(cause error) {
 	st.mu.Lock()
+	st.failLocked(cause)
+	st.mu.Unlock()
+}
+
+// failLocked sets the sticky error, if none is set. The caller holds mu.
+func (st *syncState) failLocked(cause error) {
 	if st.err == nil {
 		st.err = fmt.Errorf("%w: %w", ErrSyncFailed, cause)
+		st.bad.Store(true)
 	}
-	st.mu.Unlock()
 }
 
 // waitIdle waits until no sync is running.
@@ -230,9 +242,7 @@ func (st *syncState) run(l *Log) error {
 	if closed != nil {
 		// Not a failed sync: the log was closed under the leader.
 	} else if err != nil {
-		if st.err == nil {
-			st.err = fmt.Errorf("%w: %w", ErrSyncFailed, err)
-		}
+		st.failLocked(err)
 	} else {
 		st.noteSync(time.Since(began), target-min(target, st.durable.Load()))
 		if target > st.durable.Load() && cuts == st.cuts {
