@@ -113,7 +113,8 @@ type Options struct {
 	// MaxMappedSegments bounds the sealed segments kept mapped at once
 	// (default 128): sealed segments are mapped when first read, not at
 	// Open, and the least recently used one that no reader holds is
-	// unmapped when a new one is mapped past the bound. The active segment,
+	// unmapped when a new one is mapped, or one is sealed by a roll, past
+	// the bound (then mapped again when next read). The active segment,
 	// the newest segments of a read-only log, and segments readers still
 	// hold come on top. Each mapped segment costs up to three memory maps
 	// (systems limit them: vm.max_map_count).
