@@ -1,0 +1,799 @@
+package engine
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/mmapfile"
+)
+
+// Segments sealed by a roll in this process join the log's map cache: they
+// are evicted when no reader holds them and mapped again on use. These
+// tests read, hold, drop, cut, recycle, sync and close such segments while
+// the writer keeps rolling 4 KiB segments with one or two kept mapped.
+
+// a4Size is the body size of the record at off: deterministic, so that a
+// record cut by Truncate and appended again has the same bytes.
+func a4Size(off uint64) int { return 100 + int(off*7919%400) }
+
+// a4Append appends the record of offset l.Next().
+func a4Append(l *Log) error {
+	want := l.Next()
+	off, err := l.Append(testBody(want, a4Size(want)))
+	if err == nil && off != want {
+		return fmt.Errorf("Append: offset %d, want %d", off, want)
+	}
+	return err
+}
+
+// a4Check reports whether a record read at off holds the bytes appended
+// there.
+func a4Check(r Record, off uint64) error {
+	if r.Offset != off || !bytes.Equal(r.Body, testBody(off, a4Size(off))) {
+		return fmt.Errorf("record at %d: offset %d, %d bytes that differ from the %d appended", off, r.Offset, len(r.Body), a4Size(off))
+	}
+	return nil
+}
+
+// a4AwaitSeal waits for the background seal of the last roll.
+func a4AwaitSeal(l *Log) {
+	l.mu.Lock()
+	l.awaitSeal()
+	l.mu.Unlock()
+}
+
+// a4Reopen closes l, opens dir again and checks every record from First to
+// Next, with Read, Records and Verify.
+func a4Reopen(t *testing.T, l *Log, dir string, opts Options) {
+	t.Helper()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	opts.RetentionAge, opts.RetentionBytes = 0, 0
+	r := mustOpen(t, dir, opts)
+	defer r.Close()
+	first, next := r.First(), r.Next()
+	for off := first; off < next; off++ {
+		rec, err := r.Read(off)
+		if err != nil {
+			t.Fatalf("after a reopen: Read(%d) of [%d, %d): %v", off, first, next, err)
+		}
+		if err := a4Check(rec, off); err != nil {
+			t.Fatalf("after a reopen: %v", err)
+		}
+		rec.Release()
+	}
+	want := first
+	for rec, err := range r.Records(first) {
+		if err != nil {
+			t.Fatalf("after a reopen: Records at %d: %v", want, err)
+		}
+		if err := a4Check(rec, want); err != nil {
+			t.Fatalf("after a reopen: Records: %v", err)
+		}
+		want++
+	}
+	if want != next {
+		t.Fatalf("after a reopen: Records ended at %d, want %d", want, next)
+	}
+	if rep, err := r.Verify(nil); err != nil || !rep.Healthy() {
+		t.Fatalf("after a reopen: Verify: %v %+v", err, rep)
+	}
+}
+
+// a4Churn is what the writer does besides appending.
+type a4Churn struct {
+	drop, truncate bool
+	keep           uint64 // records DropBefore keeps (300 when 0)
+}
+
+// a4Run runs a writer that keeps rolling, readers of every kind, and the
+// churn asked for, for about d, and fails t with the first failure. It
+// returns how many records were appended.
+func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64) int {
+	t.Helper()
+	var appended atomic.Int64
+	var (
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		failMu  sync.Mutex
+		failure error
+	)
+	fail := func(err error) {
+		failMu.Lock()
+		if failure == nil {
+			failure = err
+		}
+		failMu.Unlock()
+		stop.Store(true)
+	}
+	// allowed says whether err may be what a read of off gets: only when
+	// records go (drops, cuts), and then only ErrNotFound, never
+	// ErrCorrupt.
+	allowed := func(err error) bool {
+		if errors.Is(err, ErrCorrupt) {
+			return false
+		}
+		return (churn.drop || churn.truncate) && errors.Is(err, ErrNotFound)
+	}
+	wg.Add(1)
+	go func() { // the writer
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for i := 0; !stop.Load(); i++ {
+			if err := a4Append(l); err != nil {
+				fail(fmt.Errorf("writer: %w", err))
+				return
+			}
+			appended.Add(1)
+			switch {
+			case churn.truncate && i%97 == 96:
+				next := l.Next()
+				to := next - 1 - rng.Uint64N(40)
+				if first := l.First(); to < first || to > next {
+					continue
+				}
+				if err := l.Truncate(to); err != nil {
+					fail(fmt.Errorf("Truncate(%d): %w", to, err))
+					return
+				}
+			case churn.drop && i%53 == 52:
+				keep := cmp.Or(churn.keep, 300)
+				if next := l.Next(); next > keep {
+					if _, err := l.DropBefore(next - keep); err != nil {
+						fail(fmt.Errorf("DropBefore: %w", err))
+						return
+					}
+				}
+			case i%71 == 70:
+				if err := l.Sync(); err != nil {
+					fail(fmt.Errorf("Sync: %w", err))
+					return
+				}
+			}
+		}
+	}()
+	for g := range 2 {
+		wg.Add(1)
+		go func() { // readers
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(10+g)))
+			var held []Record
+			defer func() {
+				for _, r := range held {
+					r.Release()
+				}
+			}()
+			for i := 0; !stop.Load(); i++ {
+				first, next := l.First(), l.Next()
+				if next <= first {
+					continue
+				}
+				off := first + rng.Uint64N(next-first)
+				switch i % 8 {
+				case 0, 1, 2, 3: // Read, some held for a while
+					r, err := l.Read(off)
+					if err != nil {
+						if !allowed(err) {
+							fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
+						}
+						continue
+					}
+					if err := a4Check(r, off); err != nil {
+						fail(err)
+						r.Release()
+						continue
+					}
+					held = append(held, r)
+					if len(held) > 6 {
+						k := rng.IntN(len(held))
+						if err := a4Check(held[k], held[k].Offset); err != nil {
+							fail(fmt.Errorf("a held record changed: %w", err))
+						}
+						held[k].Release()
+						held = append(held[:k], held[k+1:]...)
+					}
+				case 4: // Records
+					n := 0
+					for r, err := range l.Records(off) {
+						if err != nil {
+							if !allowed(err) && !errors.Is(err, ErrTrimmed) {
+								fail(fmt.Errorf("Records(%d) at %d: %w", off, r.Offset, err))
+								return
+							}
+							continue
+						}
+						if err := a4Check(r, r.Offset); err != nil {
+							fail(fmt.Errorf("Records(%d): %w", off, err))
+							return
+						}
+						if n++; n == 40 {
+							break
+						}
+					}
+				case 5: // Inspect, OffsetForTime, ReadNext
+					n := 0
+					for ri := range l.Inspect(off) {
+						if !ri.OK && !(churn.drop || churn.truncate) {
+							fail(fmt.Errorf("Inspect(%d) at %d: %+v", off, ri.Offset, ri))
+							return
+						}
+						if n++; n == 40 {
+							break
+						}
+					}
+					if _, err := l.OffsetForTime(time.Now().Add(-time.Duration(rng.IntN(50)) * time.Millisecond)); err != nil {
+						fail(fmt.Errorf("OffsetForTime: %w", err))
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					r, _, err := l.ReadNext(ctx, off)
+					cancel()
+					if err == nil {
+						if err := a4Check(r, r.Offset); err != nil {
+							fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+						}
+						r.Release()
+					} else if !allowed(err) && !errors.Is(err, context.DeadlineExceeded) {
+						fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+					}
+				case 6: // Stats
+					st := l.Stats()
+					if st.MappedSegments < 0 || l.cfg.Maps.Mapped() < 0 {
+						fail(fmt.Errorf("Stats: %d segments mapped, the map cache says %d", st.MappedSegments, l.cfg.Maps.Mapped()))
+					}
+				case 7: // Verify, now and then
+					if i%64 != 7 {
+						continue
+					}
+					rep, err := l.Verify(nil)
+					if err != nil {
+						fail(fmt.Errorf("Verify: %w", err))
+					} else if rep.Damaged > 0 || !(churn.drop || churn.truncate) && !rep.Healthy() {
+						fail(fmt.Errorf("Verify: %+v", rep))
+					}
+				}
+			}
+		}()
+	}
+	// At least d, and at least six rolls' worth of records (SyncAlways
+	// appends slowly on a loaded machine), for 4d at most.
+	for start := time.Now(); !stop.Load() && time.Since(start) < 4*d && (time.Since(start) < d || appended.Load() < 60); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if failure != nil {
+		t.Fatal(failure)
+	}
+	return int(appended.Load())
+}
+
+// TestAttack4SealEvictReaders: every sync policy, one or two sealed
+// segments kept mapped, plain appends or with DropBefore and Truncate
+// (into segments sealed in this process, most of them evicted) beside the
+// readers; then a reopen finds every record.
+func TestAttack4SealEvictReaders(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
+		for _, churn := range []a4Churn{{}, {drop: true, truncate: true}} {
+			max := 1
+			if churn.drop {
+				max = 2
+			}
+			t.Run(fmt.Sprintf("%s/max%d/churn%v", policy, max, churn.drop), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := Options{SegmentBytes: 4 << 10, IndexIntervalBytes: 512, MaxMappedSegments: max,
+					Sync: policy, SyncInterval: 2 * time.Millisecond}
+				l := mustOpen(t, dir, opts)
+				// 4 KiB segments hold about ten records.
+				if n := a4Run(t, l, churn, 300*time.Millisecond, uint64(policy)*2+uint64(max)); n < 25 {
+					t.Fatalf("only %d records appended", n)
+				}
+				a4Reopen(t, l, dir, opts)
+			})
+		}
+	}
+}
+
+// TestAttack4SealEvictRecycledRetired: the work queue's settings (mappings
+// retired to zero pages, dropped files reused) with retention dropping
+// segments sealed in this process and evicted, and their files reused.
+func TestAttack4SealEvictRecycledRetired(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentBytes: 4 << 10, IndexIntervalBytes: 512, MaxMappedSegments: 1,
+				Sync: policy, SyncInterval: 2 * time.Millisecond, RecycleSegments: 2, RetireMappings: true,
+				RetentionBytes: 16 << 10}
+			l := mustOpen(t, dir, opts)
+			a4Run(t, l, a4Churn{drop: true, truncate: true, keep: 30}, 300*time.Millisecond, 7)
+			if st := l.Stats(); st.Recycled == 0 {
+				t.Fatalf("no file was reused: %+v", st)
+			}
+			a4Reopen(t, l, dir, opts)
+		})
+	}
+}
+
+// a4MappedLogs returns the .log files of dir this process maps (removed
+// ones too), but for the prepared segment's (the next segment, made
+// ahead).
+func a4MappedLogs(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSuffix(line, " (deleted)")
+		i := strings.Index(line, dir+"/")
+		if i < 0 || !strings.HasSuffix(line, segment.LogSuffix) {
+			continue
+		}
+		if name := line[i+len(dir)+1:]; !strings.HasPrefix(name, segment.PreparedPrefix) {
+			seen[name] = true
+		}
+	}
+	return seen
+}
+
+// TestAttack4SealEvictStatsMatchMaps: once the log is quiet, the mapped
+// segments Stats counts are the .log files /proc/self/maps shows, under
+// every sync policy, after rolls, reads of old segments, held records,
+// drops and a Truncate.
+func TestAttack4SealEvictStatsMatchMaps(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 2, Sync: policy}
+			l := mustOpen(t, dir, opts)
+			check := func(when string) {
+				t.Helper()
+				a4AwaitSeal(l)
+				if err := l.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				st := l.Stats()
+				maps := a4MappedLogs(t, dir)
+				if st.MappedSegments != len(maps) || st.MappedSegments < 1 {
+					t.Fatalf("%s: Stats says %d segments mapped, /proc/self/maps shows %d .log files: %v", when, st.MappedSegments, len(maps), maps)
+				}
+			}
+			for range 300 {
+				if err := a4Append(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("after the rolls")
+			var held []Record
+			for off := uint64(0); off < l.Next(); off += 37 {
+				r, err := l.Read(off)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if off%(37*3) == 0 {
+					held = append(held, r)
+				} else {
+					r.Release()
+				}
+			}
+			check("with records held")
+			if _, err := l.DropBefore(100); err != nil {
+				t.Fatal(err)
+			}
+			check("after a drop of held segments")
+			for _, r := range held {
+				if err := a4Check(r, r.Offset); err != nil {
+					t.Fatal(err)
+				}
+				r.Release()
+			}
+			check("after the held records went")
+			if err := l.Truncate(l.Next() - 30); err != nil {
+				t.Fatal(err)
+			}
+			check("after a Truncate")
+			for range 100 {
+				if err := a4Append(l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			checkRead(t, l, l.First(), a4Size(l.First()))
+			check("after more rolls")
+			a4Reopen(t, l, dir, opts)
+		})
+	}
+}
+
+// TestAttack4SealEvictTruncateEvicted: Truncate into a segment sealed in
+// this process and evicted (and to its base, and into the one before),
+// with a record of it held across the cut; then appends, a reopen.
+func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncAlways} {
+		for _, recycle := range []int{0, 2} {
+			if policy == SyncAlways && recycle > 0 {
+				continue
+			}
+			t.Run(fmt.Sprintf("%s/recycle%d", policy, recycle), func(t *testing.T) {
+				dir := t.TempDir()
+				opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, Sync: policy, RecycleSegments: recycle}
+				l := mustOpen(t, dir, opts)
+				for range 200 {
+					if err := a4Append(l); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if recycle > 0 {
+					if _, err := l.DropBefore(40); err != nil {
+						t.Fatal(err)
+					}
+					for range 100 {
+						if err := a4Append(l); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				a4AwaitSeal(l)
+				segs := *l.segs.Load()
+				target := segs[len(segs)/2]
+				held, err := l.Read(target.Base() + 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Map every other segment, so that the target's
+				// mapping (held) stays and the others go.
+				for _, s := range segs[:len(segs)-1] {
+					checkRead(t, l, s.Base(), a4Size(s.Base()))
+				}
+				if m := a4MappedLogs(t, dir); !m[segment.Name(target.Base(), segment.LogSuffix)] {
+					t.Fatalf("the held segment is not mapped: %v", m)
+				}
+				cuts := []uint64{target.Base() + 3, target.Base(), target.Base() - 1}
+				for _, cut := range cuts {
+					if err := l.Truncate(cut); err != nil {
+						t.Fatalf("Truncate(%d): %v", cut, err)
+					}
+					if l.Next() != cut {
+						t.Fatalf("Next %d after Truncate(%d)", l.Next(), cut)
+					}
+					for off := l.First(); off < cut; off++ {
+						checkRead(t, l, off, a4Size(off))
+					}
+					if err := a4Check(held, target.Base()+2); err != nil {
+						t.Fatalf("a held record of a cut segment changed: %v", err)
+					}
+					for range 60 {
+						if err := a4Append(l); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				held.Release()
+				if st := l.Stats(); st.MappedSegments > 1+1+2 {
+					t.Fatalf("%d segments mapped", st.MappedSegments)
+				}
+				a4Reopen(t, l, dir, opts)
+			})
+		}
+	}
+}
+
+// TestAttack4SealEvictRetentionAgeClock: retention by age of segments with
+// no time-index entry (smaller than the index interval) goes by their seal
+// time on the log's clock, and an eviction and a mapping again keep it:
+// the file's modification time (the wall clock) never takes its place.
+func TestAttack4SealEvictRetentionAgeClock(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncAlways} {
+		for _, past := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/past%v", policy, past), func(t *testing.T) {
+				dir := t.TempDir()
+				// The log's clock, a day from the wall clock: seal
+				// times taken from the files would be a day off.
+				start := time.Now().Add(24 * time.Hour).UnixMilli()
+				if past {
+					start = time.Now().Add(-24 * time.Hour).UnixMilli()
+				}
+				var ms atomic.Int64
+				ms.Store(start)
+				opts := Options{SegmentBytes: 4 << 10, IndexIntervalBytes: 1 << 20, MaxMappedSegments: 1, Sync: policy}
+				opts.now = func() time.Time { return time.UnixMilli(ms.Load()) }
+				l := mustOpen(t, dir, opts)
+				// Ten segments, the clock a minute on at each.
+				for len(*l.segs.Load()) < 11 {
+					before := len(*l.segs.Load())
+					if err := a4Append(l); err != nil {
+						t.Fatal(err)
+					}
+					if len(*l.segs.Load()) != before {
+						ms.Add(60_000)
+					}
+				}
+				a4AwaitSeal(l)
+				segs := *l.segs.Load()
+				for i, s := range segs[:len(segs)-1] {
+					if n, _, _, ok := s.TimeEnd(); ok && n > 0 {
+						t.Fatalf("segment %d has %d time-index entries", i, n)
+					}
+				}
+				// Every sealed segment mapped again after an eviction.
+				for round := range 2 {
+					for _, s := range segs[:len(segs)-1] {
+						checkRead(t, l, s.Base()+uint64(round), a4Size(s.Base()+uint64(round)))
+					}
+				}
+				for i, s := range segs[:len(segs)-1] {
+					got, ok := s.NewestTime()
+					if !ok || got < start || got > ms.Load() {
+						t.Fatalf("segment %d: NewestTime %d %v, want the log's clock in [%d, %d]", i, got, ok, start, ms.Load())
+					}
+				}
+				// Keep segments sealed in the last 4.5 minutes of
+				// the log's clock: the oldest six go.
+				l.opts.RetentionAge = 4*time.Minute + 30*time.Second
+				n, err := l.retain()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != 6 {
+					t.Fatalf("retention dropped %d segments, want 6", n)
+				}
+				if l.First() != segs[6].Base() {
+					t.Fatalf("First %d, want %d", l.First(), segs[6].Base())
+				}
+			})
+		}
+	}
+}
+
+// TestAttack4SealEvictSyncEvicted: sealed segments evicted before their
+// deferred sync are synced by Sync (their files, through the descriptor
+// kept, without mapping them again), and a Sync racing the background
+// seal of each roll neither fails nor misses a segment.
+func TestAttack4SealEvictSyncEvicted(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			var mu sync.Mutex
+			synced := map[string]int{}
+			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, Sync: policy, SyncInterval: time.Hour}
+			opts.datasync = func(f *os.File) error {
+				mu.Lock()
+				synced[strings.TrimPrefix(f.Name(), dir+"/")]++
+				mu.Unlock()
+				return mmapfile.Datasync(f)
+			}
+			l := mustOpen(t, dir, opts)
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // a reader that maps old segments, evicting the others
+				defer wg.Done()
+				for i := uint64(0); !stop.Load(); i++ {
+					if next := l.Next(); next > 0 {
+						off := i * 13 % next
+						if r, err := l.Read(off); err == nil {
+							r.Release()
+						}
+					}
+				}
+			}()
+			var syncs int
+			for i := 0; i < 400; i++ {
+				if err := a4Append(l); err != nil {
+					t.Fatal(err)
+				}
+				if i%50 == 49 {
+					// A Sync racing the background seal of the roll.
+					if err := l.Sync(); err != nil {
+						t.Fatal(err)
+					}
+					syncs++
+				}
+			}
+			stop.Store(true)
+			wg.Wait()
+			before := l.Stats().MappedSegments
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			if d, n := l.Durable(), l.Next(); d != n {
+				t.Fatalf("Durable %d after Sync, Next %d", d, n)
+			}
+			if after := l.Stats().MappedSegments; after > before {
+				t.Fatalf("Sync mapped sealed segments: %d mapped before, %d after", before, after)
+			}
+			segs := *l.segs.Load()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range segs[:len(segs)-1] {
+				if name := segment.Name(s.Base(), segment.LogSuffix); synced[name] == 0 {
+					t.Fatalf("sealed segment %s never synced (%d syncs)", name, syncs)
+				}
+			}
+		})
+	}
+}
+
+// TestAttack4SealEvictCloseRaces: Close while the writer rolls (background
+// seals in flight), readers map and evict sealed segments and hold
+// records; the reopened log holds every record an Append acknowledged.
+func TestAttack4SealEvictCloseRaces(t *testing.T) {
+	deadline := time.Now().Add(3 * time.Second)
+	round := 0
+	for ; round < 24 && time.Now().Before(deadline); round++ {
+		policy := []SyncPolicy{SyncNone, SyncInterval, SyncAlways}[round%3]
+		dir := t.TempDir()
+		opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1 + round%2, Sync: policy, SyncInterval: time.Millisecond}
+		l := mustOpen(t, dir, opts)
+		var acked atomic.Uint64
+		var wg sync.WaitGroup
+		var failMu sync.Mutex
+		var failure error
+		fail := func(err error) {
+			failMu.Lock()
+			if failure == nil {
+				failure = err
+			}
+			failMu.Unlock()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				if err := a4Append(l); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						fail(fmt.Errorf("Append: %w", err))
+					}
+					return
+				}
+				acked.Store(l.next.Load())
+			}
+		}()
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(round), uint64(g)))
+				var held []Record
+				defer func() {
+					for _, r := range held {
+						if err := a4Check(r, r.Offset); err != nil {
+							fail(fmt.Errorf("a record held across Close changed: %w", err))
+						}
+						r.Release()
+					}
+				}()
+				for {
+					next := l.next.Load()
+					if next == 0 {
+						if l.closed.Load() {
+							return // closed before the first append
+						}
+						continue
+					}
+					off := rng.Uint64N(next)
+					r, err := l.Read(off)
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						fail(fmt.Errorf("Read(%d): %w", off, err))
+						return
+					}
+					if err := a4Check(r, off); err != nil {
+						fail(err)
+					}
+					if len(held) < 4 {
+						held = append(held, r)
+					} else {
+						r.Release()
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(20+round*5) * time.Millisecond)
+		if err := l.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		wg.Wait()
+		if failure != nil {
+			t.Fatalf("round %d (%s): %v", round, policy, failure)
+		}
+		if l.cfg.Maps.Mapped() != 0 {
+			t.Fatalf("round %d: the map cache counts %d segments after Close", round, l.cfg.Maps.Mapped())
+		}
+		if m := a4MappedLogs(t, dir); len(m) != 0 {
+			t.Fatalf("round %d: .log files mapped after Close: %v", round, m)
+		}
+		r := mustOpen(t, dir, opts)
+		if r.Next() < acked.Load() {
+			t.Fatalf("round %d: reopened with Next %d, below the %d acknowledged", round, r.Next(), acked.Load())
+		}
+		a4Reopen(t, r, dir, opts)
+	}
+	t.Logf("%d rounds", round)
+}
+
+// TestAttack4SealEvictFollower: a read-only log of the same directory
+// follows the writer (ReadNext, waiting for each record) while the writer
+// rolls, its readers evict the segments it sealed, and a Sync now and
+// then syncs them; both keep one sealed segment mapped.
+func TestAttack4SealEvictFollower(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, Sync: policy, SyncInterval: time.Millisecond}
+			l := mustOpen(t, dir, opts)
+			if err := a4Append(l); err != nil {
+				t.Fatal(err)
+			}
+			f := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
+			const total = 400
+			errc := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				var held []Record
+				defer func() {
+					for _, r := range held {
+						r.Release()
+					}
+				}()
+				for off := uint64(0); off < total; {
+					r, next, err := f.ReadNext(ctx, off)
+					if err != nil {
+						errc <- fmt.Errorf("follower: ReadNext(%d): %w", off, err)
+						return
+					}
+					if err := a4Check(r, off); err != nil {
+						errc <- fmt.Errorf("follower: %w", err)
+						return
+					}
+					if off%50 == 0 {
+						held = append(held, r)
+					} else {
+						r.Release()
+					}
+					off = next
+				}
+				for _, r := range held {
+					if err := a4Check(r, r.Offset); err != nil {
+						errc <- fmt.Errorf("follower: a held record changed: %w", err)
+						return
+					}
+				}
+				errc <- nil
+			}()
+			rng := rand.New(rand.NewPCG(3, 4))
+			for i := 1; i < total; i++ {
+				if err := a4Append(l); err != nil {
+					t.Fatal(err)
+				}
+				off := rng.Uint64N(l.Next())
+				checkRead(t, l, off, a4Size(off)) // maps old segments, evicting the others
+				if i%40 == 0 {
+					if err := l.Sync(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Verify(nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
