@@ -64,13 +64,15 @@ func (l *Log) Stats() LogStats {
 		st.First = segs[0].Base()
 	}
 	st.Segments = len(segs)
+	// The cache's count first: a segment whose seal joins the cache in
+	// between is then counted by neither look, never by both.
+	st.MappedSegments = l.cfg.Maps.Mapped()
 	for _, s := range segs {
 		st.Bytes += s.End()
 		if !s.Lazy() {
 			st.MappedSegments++ // the active segment, views
 		}
 	}
-	st.MappedSegments += l.cfg.Maps.Mapped()
 	if r := l.recycle; r != nil {
 		r.mu.Lock()
 		st.Recycled, st.RecycledWaiting = r.reused, len(r.paths)

@@ -192,11 +192,12 @@ func (s *Segment) ensureMapped() {
 		s.mu.Unlock()
 		return
 	}
-	if s.checked.Load() && s.memIndex {
+	if s.checked.Load() && (s.memIndex || s.dropping) {
 		// The index was rebuilt in memory only (a read-only log, or
 		// files that could not be written): the files just mapped are
-		// the ones it replaced. They are checked again at the next
-		// lookup, as at the first mapping.
+		// the ones it replaced. Or the log is dropping the segment, and
+		// none were mapped (see mapReadOnly). The index is checked
+		// again at the next lookup, as at the first mapping.
 		s.checked.Store(false)
 		s.memIndex = false
 		s.indexGen.Add(1)
@@ -318,13 +319,13 @@ func waitEvicted() { runtime.Gosched() }
 // and keeps it from eviction until the returned function runs. ok is false
 // once the segment is finished.
 func (s *Segment) pin() (unpin func(), ok bool) {
-	if !s.lazy.Load() {
-		return func() {}, true
-	}
+	// A reference even while the segment is not lazy: its seal may end
+	// during the method, and an eviction right after it joins the cache
+	// would unmap what the method reads.
 	if !s.Acquire() {
 		return nil, false
 	}
-	if !s.isMapped.Load() {
+	if s.lazy.Load() && !s.isMapped.Load() {
 		s.Release() // unreadable: the method has nothing to look at
 		return nil, false
 	}

@@ -174,11 +174,23 @@ func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
 	return s, nil
 }
 
-// mapReadOnly maps the .log file and whatever index files exist.
+// mapReadOnly maps the .log file and whatever index files exist. The
+// caller holds s.mu.
+//
+// A segment sealed in this process keeps its descriptor, and maps the file
+// it wrote through it: a Truncate may have renamed a copy over the name
+// since (its records below the cut are the same bytes), or a drop removed
+// it, while a reader that took the segment from the list before either
+// maps it again after an eviction. The index files of a segment the log
+// is dropping are not mapped: they are gone, or a new segment's.
 func (s *Segment) mapReadOnly() error {
-	f, err := os.Open(s.path(LogSuffix))
-	if err != nil {
-		return fmt.Errorf("segment: open: %w", err)
+	f := s.f
+	if f == nil {
+		var err error
+		if f, err = os.Open(s.path(LogSuffix)); err != nil {
+			return fmt.Errorf("segment: open: %w", err)
+		}
+		defer f.Close()
 	}
 	st, err := f.Stat()
 	var m []byte
@@ -191,7 +203,6 @@ func (s *Segment) mapReadOnly() error {
 		}
 		m, err = s.mapReaders(f, int(st.Size()))
 	}
-	_ = f.Close()
 	if err != nil {
 		return fmt.Errorf("segment: open: %w", err)
 	}
@@ -200,6 +211,10 @@ func (s *Segment) mapReadOnly() error {
 	// this mapping, so nothing is written back whole).
 	_ = mmapfile.Advise(m, 0, len(m), mmapfile.HugePage)
 	x := &index{}
+	if s.dropping {
+		s.idx.Store(x)
+		return nil
+	}
 	if f, m, err := openMapped(s.path(IndexSuffix)); err == nil {
 		_ = f.Close()
 		x.offMap, x.off = m, sparseidx.Offsets{Buf: m}
