@@ -323,6 +323,7 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 			break
 		}
 	}
-	// An answer from a segment dropped meanwhile lies below First now.
-	return max(answer, l.First()), nil
+	// An answer from a segment dropped meanwhile lies below First now; one
+	// from the index of a segment a Truncate is cutting, past Next.
+	return min(max(answer, l.First()), l.Next()), nil
 }

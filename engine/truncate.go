@@ -57,6 +57,11 @@ func (l *Log) Truncate(offset uint64) error {
 	if err != nil {
 		return err
 	}
+	// The records from offset on are gone for readers from here on (they
+	// get ErrNotFound, and OffsetForTime answers at most offset), while
+	// the segment that holds the cut stays readable below it until its
+	// copy replaces it (reopenAt).
+	l.next.Store(offset)
 	// Newest first: each removal leaves a contiguous prefix behind.
 	for i := len(segs) - 1; i > k; i-- {
 		l.dropNewest(segs[:i+1])
@@ -107,32 +112,42 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 		pos = s.End()
 	}
 	base := s.Base()
-	l.departed(s)
-	l.publish(slices.Clone(segs[:len(segs)-1]))
-	l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
-	if s == l.active {
-		l.active = nil
+	// s stays in the list, readable, until its copy replaces it: readers
+	// of the records below the cut find them all along (appends wait for
+	// l.mu). It is marked dropped first: a reader's index rebuild must
+	// not write files the new segment owns.
+	s.MarkDropped()
+	replace := func(ns *segment.Segment) {
+		l.departed(s)
+		segs := slices.Clone(segs[:len(segs)-1])
+		if ns != nil {
+			segs = append(segs, ns)
+		}
+		l.publish(segs)
+		l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
+		l.active = ns
+		_ = s.Close()
 	}
-	s.MarkDropped() // a reader's index rebuild must not write files the new segment owns
-	_ = s.Close()
+	fail := func(err error) error {
+		replace(nil)
+		l.sync.fail(err)
+		return err
+	}
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
 		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
 	}
 	if err := copyPrefix(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos, l.opts.FileMode, l.opts.datasync); err != nil {
-		l.sync.fail(err)
-		return err
+		return fail(err)
 	}
 	ns, _, err := segment.OpenActive(l.cfg, base, segment.Hint{})
 	if err != nil {
-		l.sync.fail(err)
-		return err
+		return fail(err)
 	}
 	if err := ns.Sync(); err != nil {
-		l.sync.fail(err)
-		return err
+		_ = ns.Close()
+		return fail(err)
 	}
-	l.publish(append(slices.Clone(segs[:len(segs)-1]), ns))
-	l.active = ns
+	replace(ns)
 	l.next.Store(ns.Next())
 	l.pre.rolled(ns)
 	l.sync.cut(ns.Next())
