@@ -34,13 +34,14 @@ func (l *Log) AppendWith(body []byte, attrs *Attrs) (uint64, error) {
 	size := record.Size(len(body), attrs)
 	l.mu.Lock()
 	off, err := l.appendLocked(size, attrs, body)
+	cuts := l.sync.cutCount.Load() // a Truncate takes l.mu
 	l.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	l.wakeWaiters()
 	if l.opts.Sync == SyncAlways {
-		if err := l.sync.waitFor(l, off+1, nil); err != nil {
+		if err := l.sync.waitAppended(l, off+1, cuts); err != nil {
 			return 0, err
 		}
 	}
@@ -170,6 +171,7 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 			break
 		}
 	}
+	cuts := l.sync.cutCount.Load()
 	l.mu.Unlock()
 	if n > 0 {
 		l.wakeWaiters()
@@ -178,7 +180,7 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 		return first, n, err
 	}
 	if l.opts.Sync == SyncAlways {
-		if err := l.sync.waitFor(l, first+uint64(n), nil); err != nil {
+		if err := l.sync.waitAppended(l, first+uint64(n), cuts); err != nil {
 			return first, n, err
 		}
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,8 +39,14 @@ type syncState struct {
 
 	// cuts counts Truncate calls (guarded by mu): a sync that began before
 	// a cut does not advance durable, since its target named records that
-	// are gone and may have been written again since.
-	cuts uint64
+	// are gone and may have been written again since. cutCount mirrors it
+	// for a look without mu, and cutLog holds the offsets of the latest
+	// cuts (cut number cutBase+1 first), for an appender that must tell
+	// whether its own record was cut and written again by another.
+	cuts     uint64
+	cutCount atomic.Uint64
+	cutLog   []uint64
+	cutBase  uint64
 
 	// pending are sealed segments not known synced (guarded by Log.mu):
 	// those sealed under SyncNone, and every segment found at Open. The
@@ -273,13 +282,76 @@ func syncSealed(p *segment.Segment) error {
 
 // cut notes a Truncate to next: what is durable is at most the new end,
 // and a sync that began before the cut moves nothing.
+//
+// The recovery point goes too when it lies past the cut: the checkpointer
+// must never write one that says the log reached offsets it no longer
+// holds (a reopen would take them for lost and leave a hole). cutDone
+// sets the new one once the Truncate has synced its copy.
 func (st *syncState) cut(next uint64) {
 	st.mu.Lock()
 	st.cuts++
+	st.cutCount.Store(st.cuts)
+	st.cutLog = append(st.cutLog, next)
+	if len(st.cutLog) > maxCutLog {
+		k := len(st.cutLog) - maxCutLog/2
+		st.cutLog = slices.Delete(st.cutLog, 0, k)
+		st.cutBase += uint64(k)
+	}
 	if st.durable.Load() > next {
 		st.durable.Store(next)
 	}
+	if st.point.Next > next {
+		st.point = recoveryPoint{}
+	}
 	st.mu.Unlock()
+}
+
+// maxCutLog bounds cutLog; an appender that waited through more cuts than
+// it keeps is told its record was cut (see cutSince).
+const maxCutLog = 1024
+
+// cutDone records p, where a finished Truncate left the log synced, as
+// the recovery point if cut took the old one away and every offset below
+// p.Next was durable before the cut.
+func (st *syncState) cutDone(p recoveryPoint) {
+	st.mu.Lock()
+	if st.point == (recoveryPoint{}) && st.durable.Load() >= p.Next {
+		st.point = p
+	}
+	st.mu.Unlock()
+}
+
+// cutSince reports whether a Truncate after the cut numbered since cut an
+// offset below target: an appender's record that such a cut removed may
+// have been written again by another appender, and a sync covering that
+// one says nothing of its own.
+func (st *syncState) cutSince(since, target uint64) bool {
+	if st.cutCount.Load() == since {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if since < st.cutBase {
+		return true // too long ago to tell
+	}
+	for _, c := range st.cutLog[since-st.cutBase:] {
+		if c < target {
+			return true
+		}
+	}
+	return false
+}
+
+// waitAppended is waitFor for an appender whose records end below target,
+// appended when cutCount was cuts.
+func (st *syncState) waitAppended(l *Log, target, cuts uint64) error {
+	if err := st.waitFor(l, target, nil); err != nil {
+		return err
+	}
+	if st.cutSince(cuts, target) {
+		return fmt.Errorf("%w: offset %d was cut by Truncate before a sync covered it", ErrNotFound, target-1)
+	}
+	return nil
 }
 
 // syncNow syncs everything written so far and waits for it.
@@ -353,10 +425,18 @@ func (l *Log) checkpointer() {
 		case <-l.stop:
 			return
 		case <-t.C:
+			cuts := l.sync.cutCount.Load()
 			p := l.sync.recoveryPoint()
 			if p != written && p.Pos > 0 && l.sync.failed() == nil {
 				if replaceFile(l.dir, recoveryName, p.encode(), l.opts.FileMode) == nil {
 					written = p
+				}
+				if l.sync.cutCount.Load() != cuts {
+					// A Truncate began meanwhile and may have removed
+					// the file before this one replaced it with a point
+					// past its cut: the next tick writes its own.
+					_ = os.Remove(filepath.Join(l.dir, recoveryName))
+					written = recoveryPoint{}
 				}
 			}
 		}

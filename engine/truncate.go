@@ -21,6 +21,9 @@ import (
 // some of its newest records, never with a gap. The file is replaced, never
 // shrunk in place: a reader still holding a record of the cut tail, in this
 // process or another, keeps reading the bytes it was given.
+//
+// Beside it, reads of the records below offset succeed all along, and the
+// records from offset on read as not found (ErrNotFound) from its start.
 func (l *Log) Truncate(offset uint64) error {
 	l.mu.Lock()
 	l.awaitSeal()
@@ -38,9 +41,6 @@ func (l *Log) Truncate(offset uint64) error {
 	}
 	// Iterators stop before yielding a record at or past the cut.
 	l.cuts.Store(l.cuts.Load().with(offset))
-	for _, name := range []string{cleanName, recoveryName} {
-		_ = os.Remove(filepath.Join(l.dir, name))
-	}
 	k, _ := slices.BinarySearchFunc(segs, offset, func(s *segment.Segment, o uint64) int {
 		switch {
 		case s.Base() > o:
@@ -62,6 +62,12 @@ func (l *Log) Truncate(offset uint64) error {
 	// the segment that holds the cut stays readable below it until its
 	// copy replaces it (reopenAt).
 	l.next.Store(offset)
+	// Durable and the recovery point drop to the cut before the checkpoint
+	// files go: the checkpointer writes none past it from here on.
+	l.sync.cut(offset)
+	for _, name := range []string{cleanName, recoveryName} {
+		_ = os.Remove(filepath.Join(l.dir, name))
+	}
 	// Newest first: each removal leaves a contiguous prefix behind.
 	for i := len(segs) - 1; i > k; i-- {
 		l.dropNewest(segs[:i+1])
@@ -115,8 +121,11 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	// s stays in the list, readable, until its copy replaces it: readers
 	// of the records below the cut find them all along (appends wait for
 	// l.mu). It is marked dropped first: a reader's index rebuild must
-	// not write files the new segment owns.
+	// not write files the new segment owns. The reference taken here keeps
+	// it mapped (a segment the map cache had unmapped would be mapped again
+	// by name, the copy once renamed over it) until it leaves the list.
 	s.MarkDropped()
+	held := s.Acquire()
 	replace := func(ns *segment.Segment) {
 		l.departed(s)
 		segs := slices.Clone(segs[:len(segs)-1])
@@ -127,17 +136,29 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 		l.sync.pending = slices.DeleteFunc(l.sync.pending, func(p *segment.Segment) bool { return p == s })
 		l.active = ns
 		_ = s.Close()
+		if held {
+			s.Release()
+		}
 	}
 	fail := func(err error) error {
+		// The log ends where the list does now, before s: an iterator
+		// or ReadNext never looks for records the list cannot hold.
 		replace(nil)
+		l.next.Store(base)
+		l.sync.cut(base) // a second cut, for the waiters of offsets past base
 		l.sync.fail(err)
 		return err
 	}
-	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
-		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
-	}
 	if err := copyPrefix(filepath.Join(l.dir, segment.Name(base, segment.LogSuffix)), pos, l.opts.FileMode, l.opts.datasync); err != nil {
 		return fail(err)
+	}
+	// The index files go once the copy is in place (they describe s, and
+	// the new segment makes its own), not before: Verify beside the copy
+	// would find s without them. Entries of s that a crash leaves beside
+	// the copy point at the same bytes below the cut, and past its end
+	// they are not trusted.
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		_ = os.Remove(filepath.Join(l.dir, segment.Name(base, suffix)))
 	}
 	ns, _, err := segment.OpenActive(l.cfg, base, segment.Hint{})
 	if err != nil {
@@ -150,8 +171,13 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	replace(ns)
 	l.next.Store(ns.Next())
 	l.pre.rolled(ns)
-	l.sync.cut(ns.Next())
-	return syncDir(l.dir)
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	// The copy is synced, the directory too: the new segment's end is a
+	// recovery point, if every offset below it was durable before.
+	l.sync.cutDone(recoveryPoint{Base: ns.Base(), Pos: ns.End(), Next: ns.Next()})
+	return nil
 }
 
 // copyPrefix replaces the file at path with a copy of its first pos bytes:

@@ -533,26 +533,32 @@ func (l *Log) nextBase(after uint64) (uint64, bool, error) {
 // opens the log again and goes on at what is left, its readers getting
 // ErrTrimmed for what was dropped; one that only reads keeps what it has
 // and stops following, so that every offset it served stays readable.
-// Drops go oldest first, so a removed newest file whose predecessor is
-// still there was no drop: a Truncate at or below its base removed it,
-// and the follower opens the log again, as after any cut.
+// Drops go oldest first, so a removed newest file whose predecessor, or
+// the oldest view's file, is still there was no drop: a Truncate at or
+// below its base removed it (and maybe more of the newest), and the
+// follower opens the log again, as after any cut.
 func (l *Log) newestGone(newest *segment.Segment) error {
-	if _, err := os.Stat(newest.Path()); errors.Is(err, fs.ErrNotExist) && !l.fol.waited.Load() && l.predecessorGone(newest) {
+	if _, err := os.Stat(newest.Path()); errors.Is(err, fs.ErrNotExist) && !l.fol.waited.Load() && l.droppedBelow(newest) {
 		return nil
 	}
 	return l.resync()
 }
 
-// predecessorGone reports whether the file of the view before newest is
-// gone too (false when newest is the only view).
-func (l *Log) predecessorGone(newest *segment.Segment) bool {
+// droppedBelow reports whether the files of the view before newest and of
+// the oldest view are gone too, as a drop up to newest leaves them (false
+// when newest is the only view).
+func (l *Log) droppedBelow(newest *segment.Segment) bool {
 	segs := *l.segs.Load()
 	i := slices.Index(segs, newest)
 	if i < 1 {
 		return false
 	}
-	_, err := os.Stat(segs[i-1].Path())
-	return errors.Is(err, fs.ErrNotExist)
+	for _, s := range []*segment.Segment{segs[i-1], segs[0]} {
+		if _, err := os.Stat(s.Path()); !errors.Is(err, fs.ErrNotExist) {
+			return false
+		}
+	}
+	return true
 }
 
 // reopenNewest opens the newest view again, mapped at its file's size now:
