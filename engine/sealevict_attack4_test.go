@@ -107,15 +107,10 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64) in
 	var (
 		stop    atomic.Bool
 		wg      sync.WaitGroup
-		failMu  sync.Mutex
-		failure error
+		failure firstError
 	)
 	fail := func(err error) {
-		failMu.Lock()
-		if failure == nil {
-			failure = err
-		}
-		failMu.Unlock()
+		failure.set(err)
 		stop.Store(true)
 	}
 	// allowed says whether err may be what a read of off gets: only when
@@ -273,8 +268,8 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64) in
 	}
 	stop.Store(true)
 	wg.Wait()
-	if failure != nil {
-		t.Fatal(failure)
+	if err := failure.get(); err != nil {
+		t.Fatal(err)
 	}
 	return int(appended.Load())
 }
@@ -638,15 +633,8 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 		l := mustOpen(t, dir, opts)
 		var acked atomic.Uint64
 		var wg sync.WaitGroup
-		var failMu sync.Mutex
-		var failure error
-		fail := func(err error) {
-			failMu.Lock()
-			if failure == nil {
-				failure = err
-			}
-			failMu.Unlock()
-		}
+		var failure firstError
+		fail := failure.set
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -707,8 +695,8 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 			t.Fatalf("round %d: Close: %v", round, err)
 		}
 		wg.Wait()
-		if failure != nil {
-			t.Fatalf("round %d (%s): %v", round, policy, failure)
+		if err := failure.get(); err != nil {
+			t.Fatalf("round %d (%s): %v", round, policy, err)
 		}
 		if l.cfg.Maps.Mapped() != 0 {
 			t.Fatalf("round %d: the map cache counts %d segments after Close", round, l.cfg.Maps.Mapped())
@@ -796,4 +784,24 @@ func TestAttack4SealEvictFollower(t *testing.T) {
 			}
 		})
 	}
+}
+
+// firstError keeps the first error set on it, from any goroutine.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	if f.err == nil {
+		f.err = err
+	}
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }

@@ -169,15 +169,10 @@ func a5Round(t *testing.T, w *a5Writer, cut uint64, seed uint64) error {
 		done    atomic.Bool // Truncate returned
 		stop    atomic.Bool
 		wg      sync.WaitGroup
-		failMu  sync.Mutex
-		failure error
+		failure firstError
 	)
 	fail := func(format string, a ...any) {
-		failMu.Lock()
-		if failure == nil {
-			failure = fmt.Errorf(format, a...)
-		}
-		failMu.Unlock()
+		failure.set(fmt.Errorf(format, a...))
 		stop.Store(true)
 	}
 	// served checks a record served at off: below the cut, the record
@@ -339,8 +334,8 @@ func a5Round(t *testing.T, w *a5Writer, cut uint64, seed uint64) error {
 	wg.Wait()
 	w.gens = w.gens[:cut-w.base]
 	w.gen++
-	if failure != nil {
-		return failure
+	if err := failure.get(); err != nil {
+		return err
 	}
 	if l.Next() != cut {
 		return fmt.Errorf("Next %d after Truncate(%d)", l.Next(), cut)
@@ -388,14 +383,9 @@ func TestAttack5AppendersBesideTruncate(t *testing.T) {
 			l := mustOpen(t, dir, Options{Sync: SyncAlways, SegmentBytes: 4 << 10, MaxMappedSegments: mapped})
 			var stop atomic.Bool
 			var wg sync.WaitGroup
-			var failMu sync.Mutex
-			var failure error
+			var failure firstError
 			fail := func(err error) {
-				failMu.Lock()
-				if failure == nil {
-					failure = err
-				}
-				failMu.Unlock()
+				failure.set(err)
 				stop.Store(true)
 			}
 			var cutErrs atomic.Int64
@@ -432,8 +422,8 @@ func TestAttack5AppendersBesideTruncate(t *testing.T) {
 			}
 			stop.Store(true)
 			wg.Wait()
-			if failure != nil {
-				t.Fatal(failure)
+			if err := failure.get(); err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("%d cuts, %d appends cut while they waited", cuts, cutErrs.Load())
 			if d, n := l.Durable(), l.Next(); d > n {
