@@ -21,8 +21,9 @@
 // segment after it. Options.MaxHeldSegments (default 4) bounds that: when
 // the oldest segment of the message log holds only a few live messages
 // (at most MaxMovedPerSegment and at most an eighth of its records, or a
-// single one) and more than MaxHeldSegments segments follow it, the queue
-// copies those messages to the end of the log, each with the `moved`
+// single one, not counting messages moved before) and more than
+// MaxHeldSegments segments follow it, the queue copies those messages to
+// the end of the log, at most MaxMovedPerSegment per move, each with the `moved`
 // attribute (the offset consumers know it by, kept through repeated
 // moves) and `receives` (its receive count), and the next head checkpoint
 // removes the segment. The queue looks at each head checkpoint and every

@@ -16,9 +16,11 @@ import (
 // Moves. A message that never finishes (in flight again and again, failing,
 // delayed far ahead) holds the head, and the head holds every segment after
 // it. When the oldest segment of the message log holds only a few live
-// messages (at most MaxMovedPerSegment, and at most an eighth of its records; the
-// cursor past it) and more than Options.MaxHeldSegments segments follow it,
-// those messages are copied to the end of the log with one append: body,
+// messages (at most MaxMovedPerSegment, and at most an eighth of its
+// records, copies of moved messages aside; the cursor past it) and more
+// than Options.MaxHeldSegments segments follow it, those messages are
+// copied to the end of the log with one append (at most MaxMovedPerSegment
+// of them; the rest at the next look): body,
 // due, group, dedup id and origin as they were, `moved` = the offset
 // consumers know the message by (kept through repeated moves) and
 // `receives` = its receive count. Each message's entry keeps its offset
@@ -120,7 +122,11 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	q.mv.refused = [2]uint64{}
-	return q.moveOut(live)
+	// One move copies at most MaxMovedPerSegment messages, the lowest
+	// records first, so that the queue's lock is never held for a long
+	// copy: a segment dense with copies goes over several moves (the head
+	// follows each).
+	return q.moveOut(live[:min(len(live), MaxMovedPerSegment)])
 }
 
 // oldestSegment returns the base offsets of the message log's two oldest
@@ -157,16 +163,29 @@ func (q *Queue) oldestSegment() (b0, b1 uint64, ok bool) {
 // [b0, b1), in offset order of their records, ok false when they are too
 // many to move or one is being moved to the dead letters. Called with q.mu
 // held.
+//
+// Only messages moved for the first time count against the limit. Copies
+// of moved messages were each judged movable once, and moves gather them:
+// the copies of moves with no send between them (a slow producer, a
+// checkpoint right after a look between checkpoints) land side by side in
+// the active segment. Counted, a few of them outnumbered an eighth of a
+// small segment's records, no move took that segment again, and the head
+// stayed on it with every segment after it, until the messages finished.
 func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
 	limit := max(1, min(MaxMovedPerSegment, int((b1-b0)/8)))
 	head := max(q.t.Head(), b0)
 	var live []int32
+	firsts := 0
 	add := func(i int32) bool {
-		if st := q.es.e[i].state; st == stDying || st == stMoving {
+		x := &q.es.e[i]
+		if x.state == stDying || x.state == stMoving {
 			return false
 		}
 		live = append(live, i)
-		return len(live) <= limit
+		if x.stor == x.off {
+			firsts++
+		}
+		return firsts <= limit
 	}
 	if uint64(len(q.es.byOff)) < b1-head {
 		for _, i := range q.es.byOff {

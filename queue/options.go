@@ -44,11 +44,16 @@ type Options struct {
 	// which never finishes (stuck in flight, failing again and again,
 	// delayed far ahead) holds on disk: when the oldest segment holds only
 	// a few live messages (at most MaxMovedPerSegment and at most an
-	// eighth of its records, or a single one) and more than
+	// eighth of its records, or a single one, not counting messages
+	// moved before: their copies gather in one segment) and more than
 	// MaxHeldSegments segments follow it, those messages are copied to
 	// the end of the log, each keeping the offset it is known by (see
-	// Queue), and the next head checkpoint removes the segment. 0 means
-	// the default, DefaultMaxHeldSegments; negative is refused.
+	// Queue), and the next head checkpoint removes the segment. A
+	// message in flight keeps the mapping its Message.Body points into
+	// until its delete or deadline, and with it the disk space of a
+	// removed segment (one segment per such message, for one visibility
+	// timeout at most). 0 means the default, DefaultMaxHeldSegments;
+	// negative is refused.
 	MaxHeldSegments int
 }
 
@@ -87,7 +92,8 @@ const (
 	// DefaultMaxHeldSegments is the default of Options.MaxHeldSegments.
 	DefaultMaxHeldSegments = 4
 	// MaxMovedPerSegment is the most live messages the oldest segment may
-	// hold for them to be moved out of it (see Options.MaxHeldSegments).
+	// hold for them to be moved out of it, messages moved before aside,
+	// and the most one move copies (see Options.MaxHeldSegments).
 	MaxMovedPerSegment = 64
 )
 
