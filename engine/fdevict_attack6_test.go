@@ -1,0 +1,752 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/mmapfile"
+)
+
+// Sealed segments rolled in this process give their .log descriptor back
+// when the map cache evicts them, and are mapped again by name. These
+// tests run the writer's rolls, drops (with reuse of the dropped files),
+// cuts, syncs of every policy and Close beside readers of every kind with
+// one or two sealed segments kept mapped, and count the descriptors the
+// log holds.
+
+// a6Body is the body of the record at off appended in generation gen: the
+// offset, the generation, then bytes derived from both, so that any body
+// tells whether it is whole and whose it is.
+func a6Body(off uint64, gen uint32) []byte {
+	n := 12 + int((off*7919+uint64(gen)*31)%420)
+	b := make([]byte, n)
+	binary.BigEndian.PutUint64(b, off)
+	binary.BigEndian.PutUint32(b[8:], gen)
+	for i := 12; i < n; i++ {
+		b[i] = byte(uint64(i)*131 + off*7 + uint64(gen)*13)
+	}
+	return b
+}
+
+// a6Valid reports what is wrong with a record read at off: its body must
+// be a6Body(off, gen) for the generation it names.
+func a6Valid(r Record, off uint64) error {
+	if r.Offset != off {
+		return fmt.Errorf("record at %d says offset %d", off, r.Offset)
+	}
+	if len(r.Body) < 12 {
+		return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
+	}
+	gen := binary.BigEndian.Uint32(r.Body[8:])
+	if want := a6Body(off, gen); string(r.Body) != string(want) {
+		return fmt.Errorf("record at %d: %d bytes that are not a record appended there (generation %d: %d bytes)", off, len(r.Body), gen, len(want))
+	}
+	return nil
+}
+
+// a6ReadErr reports whether err is one a read beside drops and cuts may
+// give: not found (trimmed, cut) or closed, never damage.
+func a6ReadErr(err error) bool {
+	return (errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed)) && !errors.Is(err, ErrCorrupt)
+}
+
+// a6Cfg is one configuration of the churn test.
+type a6Cfg struct {
+	name     string
+	opts     Options
+	truncate bool // the writer cuts now and then
+	drop     bool // a dropper calls DropBefore
+}
+
+func a6Configs() []a6Cfg {
+	base := Options{SegmentBytes: 4 << 10}
+	with := func(f func(o *Options)) Options { o := base; f(&o); return o }
+	return []a6Cfg{
+		{"none-max1", with(func(o *Options) { o.MaxMappedSegments = 1 }), true, true},
+		{"none-max1-recycle", with(func(o *Options) { o.MaxMappedSegments = 1; o.RecycleSegments = 2 }), true, true},
+		{"interval-max2-recycle", with(func(o *Options) {
+			o.MaxMappedSegments = 2
+			o.Sync, o.SyncInterval = SyncInterval, time.Millisecond
+			o.RecycleSegments = 1
+		}), true, true},
+		{"always-max1", with(func(o *Options) { o.MaxMappedSegments = 1; o.Sync = SyncAlways }), true, true},
+		{"interval-max1-retention", with(func(o *Options) {
+			o.MaxMappedSegments = 1
+			o.Sync, o.SyncInterval = SyncInterval, 2*time.Millisecond
+			o.RetentionBytes = 100 << 10
+			o.RecycleSegments = 2
+		}), false, false},
+	}
+}
+
+// a6FDBound is how many descriptors on the log's files a quiet log may
+// hold: three for each of the active and prepared segments, the lock,
+// and one for each sealed segment kept mapped (as
+// TestBoundedMappingsSealedInProcess counts), and slack for the
+// notification file and a Truncate's copy.
+func a6FDBound(opts Options) int { return 7 + opts.MaxMappedSegments + 3 }
+
+// TestAttack6FDEvictChurn: a writer rolls 4 KiB segments (and cuts), a
+// dropper drops (with reuse), a syncer syncs, and readers read random
+// offsets (holding some records for a while), iterate, and follow with
+// ReadNext, while one or two sealed segments stay mapped. No read gives
+// damage or another record's bytes, no sync fails, the descriptors stay
+// bounded while hundreds of segments are rolled, and the log reopens with
+// every record.
+func TestAttack6FDEvictChurn(t *testing.T) {
+	for _, c := range a6Configs() {
+		t.Run(c.name, func(t *testing.T) {
+			a6Churn(t, c, 5*time.Second)
+		})
+	}
+}
+
+func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, c.opts)
+	var (
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		failure firstError
+		gen     atomic.Uint32
+		rolled  atomic.Int64 // segments seen made
+		maxFDs  atomic.Int64
+		reads   atomic.Int64
+		cuts    atomic.Int64
+		drops   atomic.Int64
+	)
+	fail := func(err error) { failure.set(err); stop.Store(true) }
+	run := func(f func(rng *rand.Rand), seed uint64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(rand.New(rand.NewPCG(seed, 6)))
+		}()
+	}
+	// The writer.
+	run(func(rng *rand.Rand) {
+		last := uint64(0)
+		for !stop.Load() {
+			// Batches: under SyncAlways one sync covers a batch.
+			off := l.Next()
+			bodies := make([][]byte, 1+rng.IntN(30))
+			for i := range bodies {
+				bodies[i] = a6Body(off+uint64(i), gen.Load())
+			}
+			got, n, err := l.AppendBatch(bodies, nil)
+			if err != nil {
+				fail(fmt.Errorf("AppendBatch at %d: %w", off, err))
+				return
+			}
+			if got != off || n != len(bodies) {
+				fail(fmt.Errorf("AppendBatch: %d records at %d, want %d at %d", n, got, len(bodies), off))
+				return
+			}
+			if b := l.activeBase(); b != last {
+				last = b
+				rolled.Add(1)
+			}
+			if c.truncate && rng.IntN(15) == 0 {
+				first, next := l.First(), l.Next()
+				at := next - min(next-first, uint64(1+rng.IntN(120)))
+				gen.Add(1)
+				if err := l.Truncate(at); err != nil && !errors.Is(err, ErrNotFound) {
+					fail(fmt.Errorf("Truncate(%d) of [%d, %d): %w", at, first, next, err))
+					return
+				}
+				cuts.Add(1)
+			}
+		}
+	}, 1)
+	if c.drop {
+		run(func(rng *rand.Rand) {
+			for !stop.Load() {
+				time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
+				next := l.Next()
+				if next < 900 {
+					continue
+				}
+				n, err := l.DropBefore(next - 700)
+				if err != nil {
+					fail(fmt.Errorf("DropBefore(%d): %w", next-700, err))
+					return
+				}
+				drops.Add(int64(n))
+			}
+		}, 2)
+	}
+	if c.opts.Sync != SyncAlways {
+		run(func(rng *rand.Rand) {
+			for !stop.Load() {
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+				if err := l.Sync(); err != nil {
+					fail(fmt.Errorf("Sync: %w", err))
+					return
+				}
+			}
+		}, 3)
+	}
+	// Random readers, some holding records for a while.
+	for i := range 3 {
+		run(func(rng *rand.Rand) {
+			var kept []Record
+			defer func() {
+				for _, r := range kept {
+					r.Release()
+				}
+			}()
+			for !stop.Load() {
+				first, next := l.First(), l.Next()
+				if next <= first {
+					continue
+				}
+				off := first + rng.Uint64N(next-first)
+				r, err := l.Read(off)
+				if err != nil {
+					if !a6ReadErr(err) {
+						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
+						return
+					}
+					continue
+				}
+				reads.Add(1)
+				if err := a6Valid(r, off); err != nil {
+					r.Release()
+					fail(fmt.Errorf("Read: %w", err))
+					return
+				}
+				kept = append(kept, r)
+				if len(kept) > 3 || rng.IntN(3) == 0 {
+					k := rng.IntN(len(kept))
+					if err := a6Valid(kept[k], kept[k].Offset); err != nil {
+						fail(fmt.Errorf("a held record changed: %w", err))
+						return
+					}
+					kept[k].Release()
+					kept = append(kept[:k], kept[k+1:]...)
+				}
+			}
+		}, uint64(10+i))
+	}
+	// An iterator from random places.
+	run(func(rng *rand.Rand) {
+		for !stop.Load() {
+			first, next := l.First(), l.Next()
+			from := first + rng.Uint64N(next-first+1)
+			n := 0
+			for r, err := range l.Records(from) {
+				if err != nil {
+					if !a6ReadErr(err) {
+						fail(fmt.Errorf("Records(%d): %w", from, err))
+						return
+					}
+					if errors.Is(err, ErrTrimmed) {
+						continue
+					}
+					break
+				}
+				if err := a6Valid(r, r.Offset); err != nil {
+					fail(fmt.Errorf("Records(%d): %w", from, err))
+					return
+				}
+				if n++; n > 300 || stop.Load() {
+					break
+				}
+			}
+		}
+	}, 20)
+	// A follower with ReadNext from the front.
+	run(func(rng *rand.Rand) {
+		off := l.First()
+		for !stop.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			r, next, err := l.ReadNext(ctx, off)
+			cancel()
+			switch {
+			case err == nil:
+				if verr := a6Valid(r, off); verr != nil {
+					r.Release()
+					fail(fmt.Errorf("ReadNext: %w", verr))
+					return
+				}
+				r.Release()
+			case errors.Is(err, context.DeadlineExceeded):
+			case a6ReadErr(err):
+			default:
+				fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+				return
+			}
+			off = next
+			if rng.IntN(50) == 0 {
+				off = l.First() // back to old segments: they map again
+			}
+		}
+	}, 21)
+	// The descriptors on the log's files: bounded, whatever the number of
+	// segments rolled. Readers hold up to 4 records each (3 readers), the
+	// iterator and the follower one each, a sync one and a Truncate two.
+	bound := a6FDBound(c.opts) + 3*4 + 2 + 3 + c.opts.RecycleSegments
+	run(func(*rand.Rand) {
+		for !stop.Load() {
+			time.Sleep(5 * time.Millisecond)
+			n := int64(openFDs(t, dir))
+			if n > maxFDs.Load() {
+				maxFDs.Store(n)
+			}
+			if n > int64(bound) {
+				fail(fmt.Errorf("%d descriptors open on the log's files (%d segments, %d rolled), want at most %d:\n%s",
+					n, l.Stats().Segments, rolled.Load(), bound, a6FDList(dir)))
+				return
+			}
+		}
+	}, 30)
+	deadline := time.Now().Add(d)
+	for !stop.Load() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if err := failure.get(); err != nil {
+		_ = l.Close()
+		t.Fatal(err)
+	}
+	a4AwaitSeal(l)
+	st := l.Stats()
+	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d dropped, %d reads, %d mappings made, at most %d descriptors",
+		l.Next(), st.Segments, rolled.Load(), cuts.Load(), drops.Load(), reads.Load(), l.cfg.Maps.Maps(), maxFDs.Load())
+	if rolled.Load() < 40 {
+		t.Errorf("only %d segments rolled", rolled.Load())
+	}
+	if n := openFDs(t, dir); n > a6FDBound(c.opts) {
+		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, a6FDBound(c.opts), a6FDList(dir))
+	}
+	if st.MappedSegments > c.opts.MaxMappedSegments+1 {
+		t.Errorf("quiet: %d segments mapped, want at most %d", st.MappedSegments, c.opts.MaxMappedSegments+1)
+	}
+	if err := l.Sync(); err != nil {
+		t.Errorf("Sync: %v", err)
+	}
+	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+		t.Errorf("Verify: %v %+v", err, rep)
+	}
+	first, next := l.First(), l.Next()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if n := openFDs(t, dir); n != 0 {
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
+	}
+	opts := c.opts
+	opts.RetentionBytes = 0
+	r := mustOpen(t, dir, opts)
+	defer r.Close()
+	if r.First() != first || r.Next() != next {
+		t.Fatalf("reopened: [%d, %d), want [%d, %d)", r.First(), r.Next(), first, next)
+	}
+	want := first
+	for rec, err := range r.Records(first) {
+		if err != nil {
+			t.Fatalf("reopened: Records at %d: %v", want, err)
+		}
+		if rec.Offset != want {
+			t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
+		}
+		if err := a6Valid(rec, want); err != nil {
+			t.Fatalf("reopened: %v", err)
+		}
+		want++
+	}
+	if want != next {
+		t.Fatalf("reopened: Records ended at %d, want %d", want, next)
+	}
+}
+
+// activeBase returns the base of the active segment (for counting rolls).
+func (l *Log) activeBase() uint64 {
+	segs := *l.segs.Load()
+	return segs[len(segs)-1].Base()
+}
+
+// a6FDList lists the descriptors of this process on files of dir.
+func a6FDList(dir string) string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var b strings.Builder
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
+			fmt.Fprintf(&b, "  %s -> %s\n", e.Name(), target[len(dir)+1:])
+		}
+	}
+	return b.String()
+}
+
+// a6Fill appends records of generation 0 until the log has at least n
+// segments, and waits for the last seal.
+func a6Fill(t *testing.T, l *Log, n int) {
+	t.Helper()
+	for len(*l.segs.Load()) < n {
+		off := l.Next()
+		if got, err := l.Append(a6Body(off, 0)); err != nil || got != off {
+			t.Fatalf("Append(%d): %d, %v", off, got, err)
+		}
+	}
+	a4AwaitSeal(l)
+}
+
+// a6Evicted reports whether s is neither mapped (by /proc/self/maps) nor
+// holds a descriptor.
+func a6Evicted(t *testing.T, dir string, s *segment.Segment) bool {
+	name := filepath.Base(s.Path())
+	return !a4MappedLogs(t, dir)[name] && !strings.Contains(a6FDList(dir), name)
+}
+
+// A reader took its reference on an evicted sealed segment (Hold, the
+// first half of Acquire) when DropBefore dropped it and renamed its file
+// for reuse: mapped again by name after, it finds no file and reads as
+// not found, never as damage and never with another segment's bytes; once
+// it lets go the file is reused, and the log stays whole.
+func TestAttack6HeldDroppedRecycled(t *testing.T) {
+	for _, sp := range []SyncPolicy{SyncNone, SyncInterval} {
+		t.Run(fmt.Sprint(sp), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, RecycleSegments: 2, Sync: sp, SyncInterval: time.Millisecond}
+			l := mustOpen(t, dir, opts)
+			defer l.Close()
+			a6Fill(t, l, 8)
+			segs := *l.segs.Load()
+			if r, err := l.Read(segs[0].Base()); err != nil {
+				t.Fatal(err)
+			} else {
+				r.Release()
+			}
+			x := segs[3]
+			if !a6Evicted(t, dir, x) {
+				t.Fatalf("segment %d still mapped or open:\n%s", x.Base(), a6FDList(dir))
+			}
+			if !x.Hold() {
+				t.Fatal("Hold")
+			}
+			released := false
+			defer func() {
+				if !released {
+					x.Release()
+				}
+			}()
+			if _, err := l.DropBefore(segs[5].Base()); err != nil {
+				t.Fatal(err)
+			}
+			// Rolls reuse the other dropped files meanwhile.
+			for range 3 {
+				b := l.activeBase()
+				for l.activeBase() == b {
+					off := l.Next()
+					if _, err := l.Append(a6Body(off, 1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			a4AwaitSeal(l)
+			if !x.Acquire() {
+				t.Fatal("Acquire")
+			}
+			x.Release() // the Hold stands for Acquire's reference
+			for off := x.Base(); off < x.Next(); off++ {
+				v, _, err := x.Read(off)
+				if err == nil {
+					t.Fatalf("Read(%d) of the dropped segment %d: %d bytes (%x...), want not found", off, x.Base(), len(v.Body), v.Body[:min(12, len(v.Body))])
+				}
+				if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+					t.Fatalf("Read(%d) of the dropped segment %d: %v, want not found", off, x.Base(), err)
+				}
+			}
+			x.Release()
+			released = true
+			for range 6 {
+				b := l.activeBase()
+				for l.activeBase() == b {
+					off := l.Next()
+					if _, err := l.Append(a6Body(off, 2)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			st := l.Stats()
+			if st.Recycled == 0 {
+				t.Errorf("no dropped file was reused: %+v", st)
+			}
+			for off := l.First(); off < l.Next(); off++ {
+				r, err := l.Read(off)
+				if err != nil {
+					t.Fatalf("Read(%d): %v", off, err)
+				}
+				if err := a6Valid(r, off); err != nil {
+					t.Fatal(err)
+				}
+				r.Release()
+			}
+			if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+				t.Fatalf("Verify: %v %+v", err, rep)
+			}
+		})
+	}
+}
+
+// a6SyncHook routes the log's datasyncs through fn, when set, and counts
+// them by file name.
+type a6SyncHook struct {
+	mu    sync.Mutex
+	names map[string]int
+	fn    atomic.Pointer[func(f *os.File) error]
+}
+
+func (h *a6SyncHook) datasync(f *os.File) error {
+	h.mu.Lock()
+	if h.names == nil {
+		h.names = map[string]int{}
+	}
+	h.names[filepath.Base(f.Name())]++
+	h.mu.Unlock()
+	if p := h.fn.Load(); p != nil {
+		if err := (*p)(f); err != nil {
+			return err
+		}
+	}
+	return mmapfile.Datasync(f)
+}
+
+func (h *a6SyncHook) count(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.names[name]
+}
+
+// Segments sealed under SyncNone wait for the next sync; evicted
+// meanwhile, they have no descriptor and are synced by name. Every one of
+// them is synced (the hook sees it), and a failed sync of one fails the
+// log: Sync reports it, and appends are refused.
+func TestAttack6SyncEvictedPending(t *testing.T) {
+	dir := t.TempDir()
+	h := &a6SyncHook{}
+	opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, datasync: h.datasync}
+	l := mustOpen(t, dir, opts)
+	defer l.Close()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	a6Fill(t, l, 12)
+	segs := *l.segs.Load()
+	var pending []string
+	for _, s := range segs[:len(segs)-1] {
+		pending = append(pending, filepath.Base(s.Path()))
+	}
+	evicted := 0
+	for _, s := range segs[:len(segs)-1] {
+		if a6Evicted(t, dir, s) {
+			evicted++
+		}
+	}
+	if evicted < len(pending)-2 {
+		t.Fatalf("%d of %d sealed segments evicted", evicted, len(pending))
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range pending {
+		if h.count(name) == 0 {
+			t.Errorf("%s was sealed under SyncNone and never synced", name)
+		}
+	}
+	// A failing disk under the next evicted segments.
+	a6Fill(t, l, len(segs)+6)
+	segs = *l.segs.Load()
+	victim := segs[len(segs)-3]
+	if !a6Evicted(t, dir, victim) {
+		t.Fatalf("segment %d still mapped or open:\n%s", victim.Base(), a6FDList(dir))
+	}
+	bad := errors.New("injected EIO")
+	fn := func(f *os.File) error {
+		if filepath.Base(f.Name()) == filepath.Base(victim.Path()) {
+			return bad
+		}
+		return nil
+	}
+	h.fn.Store(&fn)
+	err := l.Sync()
+	if !errors.Is(err, ErrSyncFailed) || !errors.Is(err, bad) {
+		t.Fatalf("Sync with a failing sync of evicted segment %d: %v, want %v", victim.Base(), err, bad)
+	}
+	if _, err := l.Append([]byte("after")); !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("Append after a failed sync: %v", err)
+	}
+	h.fn.Store(nil)
+	if err := l.Close(); err != nil && !errors.Is(err, ErrSyncFailed) {
+		t.Fatalf("Close: %v", err)
+	}
+	r := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1})
+	defer r.Close()
+	for off := r.First(); off < r.Next(); off++ {
+		rec, err := r.Read(off)
+		if err != nil {
+			t.Fatalf("reopened: Read(%d): %v", off, err)
+		}
+		if err := a6Valid(rec, off); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+	}
+}
+
+// Close while the writer rolls, a dropper drops (with reuse), syncs of
+// evicted sealed segments run (slowed down), and readers read and hold
+// records: every call ends with its result or ErrClosed, held records
+// stay whole past Close, and once they are let go no descriptor or
+// mapping of the log's files is left.
+func TestAttack6CloseRaces(t *testing.T) {
+	for round := range 6 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			dir := t.TempDir()
+			h := &a6SyncHook{}
+			slow := func(f *os.File) error {
+				if strings.HasSuffix(f.Name(), segment.LogSuffix) {
+					time.Sleep(200 * time.Microsecond)
+				}
+				return nil
+			}
+			h.fn.Store(&slow)
+			sp := []SyncPolicy{SyncNone, SyncInterval, SyncAlways}[round%3]
+			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1 + round%2, Sync: sp, SyncInterval: time.Millisecond,
+				RecycleSegments: round % 2 * 2, datasync: h.datasync}
+			l := mustOpen(t, dir, opts)
+			a6Fill(t, l, 10)
+			var (
+				wg      sync.WaitGroup
+				failure firstError
+				closed  atomic.Bool
+			)
+			ok := func(what string, err error) bool {
+				if err == nil {
+					return true
+				}
+				if errors.Is(err, ErrClosed) && closed.Load() {
+					return false
+				}
+				if errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt) && what != "append" {
+					return true
+				}
+				failure.set(fmt.Errorf("%s: %w", what, err))
+				return false
+			}
+			wg.Add(1)
+			go func() { // the writer
+				defer wg.Done()
+				for !closed.Load() {
+					off := l.Next()
+					bodies := [][]byte{a6Body(off, 0), a6Body(off+1, 0), a6Body(off+2, 0)}
+					if _, _, err := l.AppendBatch(bodies, nil); !ok("append", err) {
+						return
+					}
+				}
+			}()
+			wg.Add(1)
+			go func() { // the dropper and syncer
+				defer wg.Done()
+				for !closed.Load() {
+					if next := l.Next(); next > 400 {
+						if _, err := l.DropBefore(next - 300); !ok("DropBefore", err) {
+							return
+						}
+					}
+					if sp != SyncAlways {
+						if err := l.Sync(); !ok("Sync", err) {
+							return
+						}
+					}
+				}
+			}()
+			var kept [][]Record
+			var keptMu sync.Mutex
+			for i := range 3 {
+				wg.Add(1)
+				go func() { // readers; the records they hold outlive Close
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(round), uint64(i)))
+					var mine []Record
+					defer func() {
+						keptMu.Lock()
+						kept = append(kept, mine)
+						keptMu.Unlock()
+					}()
+					for !closed.Load() {
+						first, next := l.First(), l.Next()
+						if next <= first {
+							continue
+						}
+						off := first + rng.Uint64N(next-first)
+						r, err := l.Read(off)
+						if !ok("Read", err) || err != nil {
+							continue
+						}
+						if err := a6Valid(r, off); err != nil {
+							failure.set(err)
+						}
+						if len(mine) < 5 && rng.IntN(20) == 0 {
+							mine = append(mine, r)
+						} else {
+							r.Release()
+						}
+					}
+				}()
+			}
+			time.Sleep(time.Duration(100+round*40) * time.Millisecond)
+			closed.Store(true)
+			if err := l.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			wg.Wait()
+			if err := failure.get(); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, mine := range kept {
+				for _, r := range mine {
+					if err := a6Valid(r, r.Offset); err != nil {
+						t.Errorf("a record held past Close: %v", err)
+					}
+					r.Release()
+					n++
+				}
+			}
+			if fds := openFDs(t, dir); fds != 0 {
+				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, a6FDList(dir))
+			}
+			if m := a4MappedLogs(t, dir); len(m) != 0 {
+				t.Errorf("after Close and %d held records released: %d .log files still mapped: %v", n, len(m), m)
+			}
+			r := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
+			defer r.Close()
+			for off := r.First(); off < r.Next(); off++ {
+				rec, err := r.Read(off)
+				if err != nil {
+					t.Fatalf("reopened: Read(%d) of [%d, %d): %v", off, r.First(), r.Next(), err)
+				}
+				if err := a6Valid(rec, off); err != nil {
+					t.Fatalf("reopened: %v", err)
+				}
+				rec.Release()
+			}
+		})
+	}
+}
