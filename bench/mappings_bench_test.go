@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -80,11 +81,17 @@ func BenchmarkReadManySegments(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
+	readRandom(b, l, uint64(n))
+}
+
+// readRandom times b.N reads of random records below n and reports their
+// latencies and the segments mapped at the end.
+func readRandom(b *testing.B, l *engine.Log, n uint64) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	lat := make(latencies, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
-		off := rng.Uint64N(uint64(n))
+		off := rng.Uint64N(n)
 		t := stopwatch.Start()
 		r, err := l.Read(off)
 		if err != nil {
@@ -96,6 +103,45 @@ func BenchmarkReadManySegments(b *testing.B) {
 	b.StopTimer()
 	lat.report(b)
 	b.ReportMetric(float64(l.Stats().MappedSegments), "mapped-segments")
+}
+
+// The same log of 10,000 segments written by the process that reads it,
+// kept open: its segments were sealed by rolls, not opened sealed.
+var rolledSegs struct {
+	once sync.Once
+	l    *engine.Log
+	err  error
+}
+
+// BenchmarkReadManyRolledSegments reads random records across 10,000
+// segments sealed by this process's rolls, with the default bound of 128
+// mapped segments: most reads map a segment by name (an evicted segment
+// gives its descriptor back) and evict another.
+func BenchmarkReadManyRolledSegments(b *testing.B) {
+	rolledSegs.once.Do(func() {
+		dir := filepath.Join(scratch, "rolled-segments")
+		if err := os.RemoveAll(dir); err != nil {
+			rolledSegs.err = err
+			return
+		}
+		l, err := engine.Open(dir, engine.Options{SegmentBytes: 4096})
+		if err != nil {
+			rolledSegs.err = err
+			return
+		}
+		body := make([]byte, 1000)
+		for l.Stats().Segments < manySegments {
+			if _, err := l.Append(body); err != nil {
+				rolledSegs.err = err
+				return
+			}
+		}
+		rolledSegs.l = l
+	})
+	if rolledSegs.err != nil {
+		b.Fatal(rolledSegs.err)
+	}
+	readRandom(b, rolledSegs.l, rolledSegs.l.Next())
 }
 
 // BenchmarkOffsetForTimeManySegments asks the time index of the log of

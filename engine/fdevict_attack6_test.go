@@ -107,7 +107,7 @@ func a6FDBound(opts Options) int { return 7 + opts.MaxMappedSegments + 3 }
 func TestAttack6FDEvictChurn(t *testing.T) {
 	for _, c := range a6Configs() {
 		t.Run(c.name, func(t *testing.T) {
-			a6Churn(t, c, 5*time.Second)
+			a6Churn(t, c, 20*time.Second)
 		})
 	}
 }
@@ -311,8 +311,11 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 			}
 		}
 	}, 30)
-	deadline := time.Now().Add(d)
-	for !stop.Load() && time.Now().Before(deadline) {
+	// Until 120 rolls (at least a second), or d at most: a loaded
+	// machine rolls fewer in the same time.
+	start := time.Now()
+	deadline := start.Add(d)
+	for !stop.Load() && time.Now().Before(deadline) && (rolled.Load() < 120 || time.Since(start) < time.Second) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	stop.Store(true)

@@ -206,6 +206,12 @@ func TestBoundedMappingsSealedInProcess(t *testing.T) {
 					t.Fatalf("%s: %d of %d segments mapped (%d .log files in /proc/self/maps), want at most %d",
 						when, st.MappedSegments, st.Segments, mappedLogFiles(t, dir), max+3)
 				}
+				// Descriptors are bounded with the mappings: three for
+				// each of the active and prepared segments, the lock, and
+				// one for each sealed segment still mapped.
+				if n := openFDs(t, dir); n > 7+max+3 {
+					t.Fatalf("%s: %d descriptors open on files of the log (%d segments), want at most %d", when, n, st.Segments, 7+max+3)
+				}
 			}
 			within("after the appends")
 			if !bytes.Equal(held.Body, testBody(3, 500)) {

@@ -120,12 +120,14 @@ func (l *Log) reopenAt(segs []*segment.Segment, pos int64) error {
 	base := s.Base()
 	// s stays in the list, readable, until its copy replaces it: readers
 	// of the records below the cut find them all along (appends wait for
-	// l.mu). It is marked dropped first: a reader's index rebuild must
-	// not write files the new segment owns. The reference taken here keeps
-	// it mapped (a segment the map cache had unmapped would be mapped again
-	// by name, the copy once renamed over it) until it leaves the list.
-	s.MarkDropped()
+	// l.mu). The reference taken here keeps it mapped (a segment the map
+	// cache had unmapped would be mapped again by name, the copy once
+	// renamed over it) until it leaves the list. It is marked dropped
+	// next, before the copy: a reader's index rebuild must not write
+	// files the new segment owns, and a dropped segment is never mapped
+	// again by name.
 	held := s.Acquire()
+	s.MarkDropped()
 	replace := func(ns *segment.Segment) {
 		l.departed(s)
 		segs := slices.Clone(segs[:len(segs)-1])

@@ -175,7 +175,16 @@ func (s *Segment) ensureMapped() {
 		return
 	}
 	id := s.fileID
-	err := s.mapReadOnly()
+	var err error
+	if s.dropping && s.f == nil {
+		// The log is removing the file, or renaming it for reuse, and
+		// nothing here holds its inode: a file made under the name since
+		// may even have been given the same inode number, so the name is
+		// not trusted.
+		err = errors.New("not mapped again by name")
+	} else {
+		err = s.mapReadOnly()
+	}
 	if err == nil && id != [2]uint64{} && s.fileID != id {
 		err = fmt.Errorf("%w: %s", errReplaced, s.path(LogSuffix))
 	}
@@ -239,6 +248,18 @@ func (s *Segment) tryEvict() (evicted, last bool) {
 	s.keptEntries = s.idx.Load().n.Load()
 	s.unmapLocked()
 	s.isMapped.Store(false)
+	if s.f != nil {
+		// A segment sealed in this process lets its descriptor go too:
+		// descriptors are bounded like mappings (a log of many small
+		// segments kept one per sealed segment, toward RLIMIT_NOFILE).
+		// It is mapped again by name, as one opened sealed is; a
+		// Truncate holds the segment mapped while it renames a copy
+		// over the name, and a drop marks it dropping before it renames
+		// or removes the file. A Sync opens it by name (Hold keeps an
+		// eviction from running under it).
+		_ = s.f.Close()
+		s.f = nil
+	}
 	s.mu.Unlock()
 	return true, s.refs.Add(-evicting) == 0
 }

@@ -177,12 +177,11 @@ func OpenSealed(cfg *Config, base, next uint64) (*Segment, error) {
 // mapReadOnly maps the .log file and whatever index files exist. The
 // caller holds s.mu.
 //
-// A segment sealed in this process keeps its descriptor, and maps the file
-// it wrote through it: a Truncate may have renamed a copy over the name
-// since (its records below the cut are the same bytes), or a drop removed
-// it, while a reader that took the segment from the list before either
-// maps it again after an eviction. The index files of a segment the log
-// is dropping are not mapped: they are gone, or a new segment's.
+// A segment sealed in this process that was not evicted since maps the
+// file it wrote through its descriptor; one evicted maps it by name, as a
+// segment opened sealed does (a file replaced since reads as errReplaced,
+// one removed by a drop as errDropped). The index files of a segment the
+// log is dropping are not mapped: they are gone, or a new segment's.
 func (s *Segment) mapReadOnly() error {
 	f := s.f
 	if f == nil {

@@ -263,7 +263,8 @@ func (s *Segment) NewestTime() (ms int64, ok bool) {
 // or reuse its .log (a drop). An index a reader rebuilds from here on (its
 // first lookup of a lazily opened segment, or a lookup that distrusts an
 // entry) stays in memory: writing its files would bring back files of a
-// segment that is gone.
+// segment that is gone. Nor is a segment without a descriptor mapped again
+// by name from here on (see ensureMapped): its reads report errDropped.
 func (s *Segment) MarkDropped() {
 	s.mu.Lock()
 	s.dropping = true

@@ -640,7 +640,8 @@ func (s *Segment) Sync() error {
 	if s.f != nil {
 		return s.cfg.datasync(s.f)
 	}
-	// A sealed segment opened read-only keeps no descriptor.
+	// A sealed segment opened at Open, or evicted since its seal, keeps
+	// no descriptor.
 	f, err := os.Open(s.path(LogSuffix))
 	if err != nil {
 		return fmt.Errorf("segment: sync: %w", err)
@@ -666,8 +667,8 @@ func (s *Segment) Seal(sync bool) error {
 // again on use, as it does a segment opened sealed. Without it a writer
 // that rolls small segments for long kept every one it sealed mapped
 // (three mappings each, toward vm.max_map_count), whatever
-// MaxMappedSegments said. Its descriptor stays open: a later sync of the
-// sealed file uses it.
+// MaxMappedSegments said. Its descriptor stays open until an eviction
+// (see tryEvict): a sync of the sealed file soon after uses it.
 func (s *Segment) joinMapCache() {
 	c := s.cfg.Maps
 	if c == nil || s.lazy.Load() {
