@@ -26,7 +26,12 @@
 // the end of the log, at most MaxMovedPerSegment per move, each with the `moved`
 // attribute (the offset consumers know it by, kept through repeated
 // moves) and `receives` (its receive count), and the next head checkpoint
-// removes the segment. The queue looks at each head checkpoint and every
+// removes the segment. A segment whose live messages are more than that
+// because copies gathered there moves only once as many finished records
+// follow it as there are copies in the queue: more held messages than
+// MaxHeldSegments segments hold are not copied round and round, and the
+// log then holds their copies, about as many finished records, and
+// MaxHeldSegments segments. The queue looks at each head checkpoint and every
 // 64 sends. Consumers see no change: a moved message keeps its Offset,
 // body, receive count, due time and group, Delete of that offset works,
 // and it is ordered by that offset (in the ready list, in its group, after

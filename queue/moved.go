@@ -20,7 +20,8 @@ import (
 // records, copies of moved messages aside; the cursor past it) and more
 // than Options.MaxHeldSegments segments follow it, those messages are
 // copied to the end of the log with one append (at most MaxMovedPerSegment
-// of them; the rest at the next look): body,
+// of them; the rest at the next look; a segment dense with copies only
+// once copiesWorthMoving says so): body,
 // due, group, dedup id and origin as they were, `moved` = the offset
 // consumers know the message by (kept through repeated moves) and
 // `receives` = its receive count. Each message's entry keeps its offset
@@ -117,7 +118,7 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	live, ok := q.liveIn(b0, b1)
-	if !ok {
+	if !ok || len(live) > moveLimit(b0, b1) && !q.copiesWorthMoving(b1, len(live)) {
 		q.mv.refused = key
 		return 0, nil
 	}
@@ -172,7 +173,7 @@ func (q *Queue) oldestSegment() (b0, b1 uint64, ok bool) {
 // small segment's records, no move took that segment again, and the head
 // stayed on it with every segment after it, until the messages finished.
 func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
-	limit := max(1, min(MaxMovedPerSegment, int((b1-b0)/8)))
+	limit := moveLimit(b0, b1)
 	head := max(q.t.Head(), b0)
 	var live []int32
 	firsts := 0
@@ -211,6 +212,42 @@ func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
 		}
 	}
 	return live, true
+}
+
+// moveLimit is the most live messages moved for the first time that the
+// segment [b0, b1) may hold for a move to take them.
+func moveLimit(b0, b1 uint64) int {
+	return max(1, min(MaxMovedPerSegment, int((b1-b0)/8)))
+}
+
+// copiesWorthMoving reports whether a move of the oldest segment, whose
+// live messages are more than moveLimit because copies of moved messages
+// gathered there, is worth its copies: whether at least as many finished
+// records follow the segment, up to the cursor, as there are copies in
+// the queue. Moving such a segment frees little by itself (its records
+// are mostly live); what it is for is the head passing the finished
+// records after it once every copy before them has moved. Without the
+// rule a queue whose log held little but copies (more held messages than
+// MaxHeldSegments segments hold) copied them round and round, a move and
+// a sync at every checkpoint; with it the held messages are copied again
+// at most once per as many records finished, and the log holds about
+// twice their segments beside MaxHeldSegments. Called with q.mu held, live
+// the count liveIn found in the segment ending at b1.
+func (q *Queue) copiesWorthMoving(b1 uint64, live int) bool {
+	cursor := q.t.Cursor()
+	if cursor < b1 {
+		return false
+	}
+	// Every live message has an entry; those whose records lie at or past
+	// the cursor are copies appended since the cursor went by.
+	beyond := 0
+	for stor := range q.es.moved {
+		if stor >= cursor {
+			beyond++
+		}
+	}
+	between := int64(len(q.es.byOff) - live - beyond) // live records in [b1, cursor)
+	return int64(cursor-b1)-between >= int64(len(q.es.moved))
 }
 
 func cmpU64(a, b uint64) int {

@@ -206,6 +206,18 @@ func (a *a7Queue) nextSegment(filler string) {
 	a.deleteFillers()
 }
 
+// streamPast rolls past the active segment (where the moves put their
+// copies) with fillers it deletes, then sends and deletes at least n more:
+// a segment dense with copies of moved messages moves again only once as
+// many finished records as there are copies follow it.
+func (a *a7Queue) streamPast(filler string, n uint64) {
+	a.t.Helper()
+	a.nextSegment(filler)
+	for from := a.q.log.Next(); a.q.log.Next()-from < n; {
+		a.nextSegment(filler)
+	}
+}
+
 // fillSegment sends fillers until the log has one more segment.
 func (a *a7Queue) fillSegment(filler string) {
 	for segs := a.q.log.Stats().Segments; a.q.log.Stats().Segments == segs; {
@@ -361,9 +373,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 	// second series already (looks every 64 sends).
 	movedBase := a.q.Stats().Moved
 	filler := strings.Repeat("f", 512)
-	for range 3 {
-		a.nextSegment(filler)
-	}
+	a.streamPast(filler, nHeld)
 	a.settle()
 	b0, b1, _ := a.q.oldestSegment()
 	if firstCopies < b0 || firstCopies >= b1 {
@@ -636,8 +646,7 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 	a.build(segs, perSeg)
 	a.firstSeries(segs * perSeg)
 	filler := strings.Repeat("f", 512)
-	a.nextSegment(filler)
-	a.nextSegment(filler)
+	a.streamPast(filler, segs*perSeg)
 	a.settle()
 
 	type crashCopy struct {

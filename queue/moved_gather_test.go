@@ -165,8 +165,10 @@ func TestMovedCopiesOverCapMoveInSeveralMoves(t *testing.T) {
 		t.Fatalf("after the first moves: Next %d (was %d), Moved %d; want the %d copies alone appended", got, next, q.Stats().Moved, nHeld)
 	}
 
-	// The stream goes past the segment of the copies.
-	for range 3 {
+	// The stream goes past the segment of the copies, until as many
+	// finished records as copies follow it (what makes a segment dense
+	// with copies worth moving again).
+	for from := q.log.Next(); q.log.Next()-from < nHeld+MaxMovedPerSegment; {
 		nextSegment()
 		deleteUnheld()
 	}

@@ -48,8 +48,11 @@ type Options struct {
 	// moved before: their copies gather in one segment) and more than
 	// MaxHeldSegments segments follow it, those messages are copied to
 	// the end of the log, each keeping the offset it is known by (see
-	// Queue), and the next head checkpoint removes the segment. A
-	// message in flight keeps the mapping its Message.Body points into
+	// Queue), and the next head checkpoint removes the segment. More
+	// held messages than MaxHeldSegments segments hold are bounded by
+	// their own size instead: the log keeps their copies, about as many
+	// finished records, and MaxHeldSegments segments (see Held segments
+	// in the package doc). A message in flight keeps the mapping its Message.Body points into
 	// until its delete or deadline, and with it the disk space of a
 	// removed segment (one segment per such message, for one visibility
 	// timeout at most). 0 means the default, DefaultMaxHeldSegments;

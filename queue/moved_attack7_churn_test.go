@@ -1,8 +1,5 @@
 package queue
 
-// Not compiled (rename to moved_attack7_churn_test.go to run it): it fails
-// on the moves as they are, see its comment.
-
 import (
 	"fmt"
 	"strings"
@@ -69,5 +66,37 @@ func TestMovedAttack7IdleCopiesChurn(t *testing.T) {
 	if st.Moved != before {
 		t.Fatalf("an idle queue with %d held messages (%d segments of copies, MaxHeldSegments 1) moved %d copies more in 100 checkpoint intervals (%d before; %d syncs); the log is at %d segments",
 			nHeld, segs, st.Moved-before, before, st.Log.Syncs-syncs, st.Log.Segments)
+	}
+
+	// Traffic again, every message finished: the copies move again once as
+	// many finished records as there are copies follow them, so the log
+	// holds the copies' segments, the segments of nHeld fillers, and
+	// MaxHeldSegments besides (and the active and prepared ones), and each
+	// held message is copied about once per nHeld records sent.
+	perSeg := len(filler) // fillers per segment, at most
+	sent := 0
+	for range 60 {
+		n0 := sent
+		for n := q.log.Stats().Segments; q.log.Stats().Segments == n; sent++ {
+			mustSend(t, q, filler)
+		}
+		perSeg = min(perSeg, sent-n0)
+		bound := segs + (nHeld+perSeg-1)/perSeg + 1 + 3
+		for _, m := range receiveAll(t, q) {
+			if _, ok := held[m.Offset]; ok {
+				t.Fatalf("held message %d handed out before its deadline", m.Offset)
+			}
+			mustDelete(t, q, m.Offset)
+		}
+		clock.Advance(earlyInterval / 8)
+		waitKicked(t, q)
+		if n := q.log.Stats().Segments; n > bound {
+			t.Fatalf("with traffic: %d segments, want at most %d (%d of copies, %d fillers a segment, MaxHeldSegments 1); %+v", n, bound, segs, perSeg, q.Stats())
+		}
+	}
+	moved := q.Stats().Moved - before
+	t.Logf("traffic: %d sent, %d copies moved again, %d segments", sent, moved, q.log.Stats().Segments)
+	if moved == 0 || moved > uint64(nHeld*(sent/nHeld+2)) {
+		t.Fatalf("with traffic: %d copies moved again for %d records sent, want between 1 and %d", moved, sent, nHeld*(sent/nHeld+2))
 	}
 }
