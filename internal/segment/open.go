@@ -186,7 +186,7 @@ func (s *Segment) mapReadOnly() error {
 	f := s.f
 	if f == nil {
 		var err error
-		if f, err = os.Open(s.path(LogSuffix)); err != nil {
+		if f, err = mmapfile.OpenRead(s.path(LogSuffix)); err != nil {
 			return fmt.Errorf("segment: open: %w", err)
 		}
 		defer f.Close()

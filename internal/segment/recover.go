@@ -277,7 +277,7 @@ func (s *Segment) zeroTail(end int64) error {
 
 // openMapped opens path for reading and maps all of it.
 func openMapped(path string) (*os.File, []byte, error) {
-	f, err := os.Open(path)
+	f, err := mmapfile.OpenRead(path)
 	if err != nil {
 		return nil, nil, err
 	}

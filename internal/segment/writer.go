@@ -642,7 +642,7 @@ func (s *Segment) Sync() error {
 	}
 	// A sealed segment opened at Open, or evicted since its seal, keeps
 	// no descriptor.
-	f, err := os.Open(s.path(LogSuffix))
+	f, err := mmapfile.OpenRead(s.path(LogSuffix))
 	if err != nil {
 		return fmt.Errorf("segment: sync: %w", err)
 	}
