@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
@@ -34,6 +35,12 @@ type Stored struct {
 // written, so it works beside the process that has the queue open (whose
 // messages in flight count as not deleted, and which may delete some
 // while Messages runs).
+//
+// A message moved out of a held segment (Options.MaxHeldSegments) comes
+// once, in the order of the offset it is known by, read from its newest
+// copy, even while its original or older copies are still in the log (a
+// move the next checkpoint has not passed yet, or a crash in the middle of
+// one); a delete of any of its records deletes it, as Open has it.
 func Messages(dir string, fn func(Stored) bool) error {
 	if ok, err := IsQueue(dir); err != nil {
 		return err
@@ -54,27 +61,113 @@ func Messages(dir string, fn func(Stored) bool) error {
 		return err
 	}
 	defer l.Close()
-	for r, err := range l.Records(max(head, l.First())) {
-		if skip.contains(r.Offset) || errors.Is(err, engine.ErrTrimmed) {
-			continue // deleted, or dropped below the head meanwhile
+	from := max(head, l.First())
+	copies := movedCopies(l, from)
+	deleted := func(x uint64) bool {
+		if skip.contains(x) {
+			return true
 		}
-		m := Stored{Offset: r.Offset, Record: r.Offset, Err: err}
-		if err == nil {
-			var a engine.Attrs
-			if a, m.Err = r.Attrs(); m.Err == nil {
-				m.Body, m.Group, m.DedupID = r.Body, string(a.Group), string(a.Dedup)
-				m.Origin, m.HasOrigin, m.Receives = a.Origin, a.HasOrigin, int(a.Receives)
-				if a.HasMoved {
-					m.Offset = a.Moved
-				}
-				if a.HasDue {
-					m.Due = time.UnixMilli(a.Due)
-				}
+		return slices.ContainsFunc(copies[x], skip.contains)
+	}
+	done := map[uint64]bool{} // moved messages given to fn, or deleted
+	// fromCopy gives fn the moved message x, read from its newest copy.
+	fromCopy := func(x uint64) bool {
+		done[x] = true
+		if deleted(x) {
+			return true
+		}
+		recs := copies[x]
+		r, err := l.Read(recs[len(recs)-1])
+		if err != nil {
+			return fn(Stored{Offset: x, Record: recs[len(recs)-1], Err: err})
+		}
+		defer r.Release()
+		return fn(stored(r, nil))
+	}
+	// Messages whose original left the log below the head come first.
+	var gone []uint64
+	for x := range copies {
+		if x < from {
+			gone = append(gone, x)
+		}
+	}
+	slices.Sort(gone)
+	for _, x := range gone {
+		if !fromCopy(x) {
+			return nil
+		}
+	}
+	for r, err := range l.Records(from) {
+		if errors.Is(err, engine.ErrTrimmed) {
+			continue // dropped below the head meanwhile
+		}
+		m := stored(r, err)
+		if _, ok := copies[r.Offset]; ok && (m.Err != nil || m.Offset == r.Offset) {
+			if !fromCopy(r.Offset) { // the original: the message comes here
+				return nil
 			}
+			continue
+		}
+		if x := m.Offset; m.Err == nil && x != r.Offset {
+			// A copy. Its message came at its original (or first, the
+			// original being below the head).
+			switch {
+			case done[x]:
+				continue
+			case copies[x] != nil: // the original was not in the log
+				if !fromCopy(x) {
+					return nil
+				}
+				continue
+			case x >= from:
+				continue // made since the first pass: its original came before it
+			}
+			done[x] = true
+			if skip.contains(x) || skip.contains(r.Offset) {
+				continue
+			}
+		} else if skip.contains(r.Offset) {
+			continue // deleted
 		}
 		if !fn(m) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// stored is the message of record r (read with err).
+func stored(r engine.Record, err error) Stored {
+	m := Stored{Offset: r.Offset, Record: r.Offset, Err: err}
+	if err != nil {
+		return m
+	}
+	var a engine.Attrs
+	if a, m.Err = r.Attrs(); m.Err == nil {
+		m.Body, m.Group, m.DedupID = r.Body, string(a.Group), string(a.Dedup)
+		m.Origin, m.HasOrigin, m.Receives = a.Origin, a.HasOrigin, int(a.Receives)
+		if a.HasMoved {
+			m.Offset = a.Moved
+		}
+		if a.HasDue {
+			m.Due = time.UnixMilli(a.Due)
+		}
+	}
+	return m
+}
+
+// movedCopies reads the log from offset from and returns the records of
+// the moved copies it holds, by the offset their message is known by,
+// oldest first.
+func movedCopies(l *engine.Log, from uint64) map[uint64][]uint64 {
+	copies := map[uint64][]uint64{}
+	for r, err := range l.Records(from) {
+		if err != nil {
+			continue
+		}
+		if a, err := r.Attrs(); err == nil && a.HasMoved {
+			copies[a.Moved] = append(copies[a.Moved], r.Offset)
+		}
+	}
+	return copies
 }

@@ -18,19 +18,10 @@ import (
 func TestMovedCopiesGatheredStillMove(t *testing.T) {
 	const interval = earlyInterval
 	clock := newFakeClock()
-	dir := t.TempDir()
-	q := openEarlyQueue(t, dir, clock, func(o *Options) {
-		o.Visibility = 10 * time.Hour
-		o.MaxHeldSegments = 1
-	})
+	q := openHeldQueue(t, t.TempDir(), clock)
 	defer mustCloseQueue(t, q)
 	body := strings.Repeat("s", 200)
-	nextSegment := func() {
-		t.Helper()
-		for segs := q.log.Stats().Segments; q.log.Stats().Segments == segs; {
-			mustSend(t, q, body)
-		}
-	}
+	nextSegment := func() { sendToNextSegment(t, q, body) }
 	var held []uint64
 	for i := range 3 {
 		held = append(held, mustSend(t, q, fmt.Sprint("held-", i)))
@@ -219,5 +210,24 @@ func waitKicked(t *testing.T, q *Queue) {
 		if time.Now().After(deadline) {
 			t.Fatal("a move between checkpoints never ended")
 		}
+	}
+}
+
+// openHeldQueue opens a queue for the tests of moves: 4 KiB segments,
+// MaxHeldSegments 1, deadlines 10 hours away, checkpoints every
+// earlyInterval of clock.
+func openHeldQueue(t *testing.T, dir string, clock *fakeClock) *Queue {
+	t.Helper()
+	return openEarlyQueue(t, dir, clock, func(o *Options) {
+		o.Visibility = 10 * time.Hour
+		o.MaxHeldSegments = 1
+	})
+}
+
+// sendToNextSegment sends body until the message log has one more segment.
+func sendToNextSegment(t *testing.T, q *Queue, body string) {
+	t.Helper()
+	for segs := q.log.Stats().Segments; q.log.Stats().Segments == segs; {
+		mustSend(t, q, body)
 	}
 }

@@ -146,6 +146,27 @@ func Stat(dir string) (Status, error) {
 	if end > st.Head {
 		st.Messages = end - st.Head - min(st.Deleted, end-st.Head)
 	}
+	// A moved message whose original or older copies are still in the log
+	// (a move the next checkpoint has not passed, a crash in the middle of
+	// one) is one message, deleted when any of its records is.
+	for x, recs := range movedCopies(l, st.Head) {
+		counted, deleted := 0, skip.contains(x)
+		if x >= st.Head && x < end && !deleted {
+			counted++
+		}
+		for _, r := range recs {
+			if r < end && !skip.contains(r) {
+				counted++
+			} else if skip.contains(r) {
+				deleted = true
+			}
+		}
+		want := 1
+		if deleted {
+			want = 0
+		}
+		st.Messages = uint64(max(0, int64(st.Messages)-int64(counted)+int64(want)))
+	}
 	return st, nil
 }
 
