@@ -111,8 +111,8 @@ func Advise(b []byte, off, n int, a Advice) error {
 
 // OpenRead opens path read-only, as os.Open does, without trying to add
 // the descriptor to the runtime's poller: for a regular file os.Open makes
-// six system calls besides the open (two fcntl pairs around an epoll_ctl
-// that fails), OpenRead one. A lazily mapped segment opens up to three
+// five system calls besides the open (two fcntl pairs around an epoll_ctl
+// that fails), OpenRead one (an fcntl). A lazily mapped segment opens up to three
 // files each time it is mapped again. Errors are *os.PathError, as from
 // os.Open.
 func OpenRead(path string) (*os.File, error) {
