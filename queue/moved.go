@@ -230,9 +230,10 @@ func moveLimit(b0, b1 uint64) int {
 // rule a queue whose log held little but copies (more held messages than
 // MaxHeldSegments segments hold) copied them round and round, a move and
 // a sync at every checkpoint; with it the held messages are copied again
-// at most once per as many records finished, and the log holds about
-// twice their segments beside MaxHeldSegments. Called with q.mu held, live
-// the count liveIn found in the segment ending at b1.
+// at most once per as many records finished, and the log holds their
+// copies, about as many finished records, and MaxHeldSegments segments.
+// Called with q.mu held, live the count liveIn found in the segment ending
+// at b1.
 func (q *Queue) copiesWorthMoving(b1 uint64, live int) bool {
 	cursor := q.t.Cursor()
 	if cursor < b1 {
