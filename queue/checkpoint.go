@@ -94,6 +94,12 @@ type checkpointState struct {
 	held  uint64
 
 	shown atomic.Pointer[checkpointReport] // for Stats, without waiting on mu
+
+	// paused counts the PauseDrops in force; dropPending says a drop was
+	// skipped for one (under mu), so the next checkpoint drops even if
+	// the head has not moved.
+	paused      atomic.Int32
+	dropPending bool
 }
 
 type checkpointReport struct {
@@ -190,6 +196,22 @@ func (q *Queue) checkpointEarly() {
 	q.ck.timer = q.clock.AfterFunc(q.opts.CheckpointInterval, q.checkpointTick)
 }
 
+// PauseDrops keeps the queue's checkpoints from removing segments of its
+// logs until resume is called (once; later calls do nothing): a reader of
+// the queue's files beside it, such as Messages, then finds every record
+// that was there when it began, while moves copy messages and the head
+// moves on. raftstore's snapshots hold one while they walk Messages.
+// Sends, receives, deletes, moves and the writes of queue.head go on; the
+// segments below the head stay on disk until the next checkpoint after
+// the last resume.
+func (q *Queue) PauseDrops() (resume func()) {
+	q.ck.paused.Add(1)
+	// A checkpoint that looked before the count went up ends first.
+	q.ck.mu.Lock()
+	q.ck.mu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	return sync.OnceFunc(func() { q.ck.paused.Add(-1) })
+}
+
 // stopCheckpoints stops the timer and writes the last checkpoint.
 func (q *Queue) stopCheckpoints() error {
 	q.ck.mu.Lock()
@@ -228,7 +250,7 @@ func (q *Queue) checkpoint() error {
 	end := q.log.Next()
 	if !q.ck.written || head != q.ck.head || end != q.ck.end {
 		err = errors.Join(err, q.writeHead(headState{head: head, end: end}))
-	} else if held {
+	} else if held || q.ck.dropPending {
 		// Nothing moved, but the dedup window held back a segment the
 		// head has left: its ids may have expired since, and an idle
 		// queue would otherwise keep the segment until its next send
@@ -266,6 +288,9 @@ func (q *Queue) fileMode() os.FileMode {
 // message-log segments whose messages all lie below it and below every
 // record of the dedup window (whose ids must survive a restart).
 func (q *Queue) dropBelow(head uint64) error {
+	if q.ck.dropPending = q.ck.paused.Load() > 0; q.ck.dropPending {
+		return nil
+	}
 	q.mu.Lock()
 	point := q.buckets.dropPoint(head, q.dels.Next())
 	var rpoint uint64

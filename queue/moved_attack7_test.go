@@ -271,6 +271,9 @@ func (a *a7Queue) build(segs, perSeg int) {
 		a.fillSegment(filler)
 	}
 	a.fillSegment(filler)
+	// A look that the last sends started must end before the cursor
+	// passes the held messages: late, it would move some of them.
+	waitKicked(t, a.q)
 	want := map[uint64]bool{}
 	for k, x := range a.m.msgs {
 		if x.kind == a7Plain {

@@ -346,8 +346,17 @@ func (f *FSM) Digest() (Digest, error) {
 	h := sha256.New()
 	var buf []byte
 	seen := 0
+	// No segment is dropped while Messages reads (a moved message's
+	// original or copy must stay where Messages finds it).
+	resume := f.q.PauseDrops()
+	defer resume()
 	err := queue.Messages(f.qdir, func(m queue.Stored) bool {
 		id, ok := f.idOf[m.Offset]
+		if !ok && m.Err != nil {
+			// A record no live message names, read as damaged: a
+			// segment the queue dropped before the pause and reuses.
+			return true
+		}
 		if !ok || m.Err != nil {
 			d.Messages = -1
 			return false

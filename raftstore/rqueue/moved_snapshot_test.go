@@ -16,17 +16,7 @@ import (
 // source does. Snapshots walk the queue's messages in offset order, and a
 // moved message's copy lies at the end of the log.
 func TestFSMSnapshotKeepsMovedMessages(t *testing.T) {
-	opts := queue.Options{
-		Visibility:         time.Minute,
-		Log:                engine.Options{SegmentBytes: 4096},
-		CheckpointInterval: 20 * time.Millisecond,
-		MaxHeldSegments:    1,
-	}
-	src, err := NewFSM(filepath.Join(t.TempDir(), "queue"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
+	src := newMovingFSM(t, 20*time.Millisecond)
 	a := &applier{f: src}
 	held := a.send(t, Outgoing{Body: []byte("held far ahead"), Due: time.Now().Add(time.Hour).UnixMilli()})
 	var ids []uint64
@@ -64,4 +54,21 @@ func TestFSMSnapshotKeepsMovedMessages(t *testing.T) {
 	if got := digestOf(t, dst); got != want {
 		t.Fatalf("restored %+v, want %+v (held message %d)", got, want, held)
 	}
+}
+
+// newMovingFSM makes an FSM whose queue moves held messages soon: 4 KiB
+// segments, MaxHeldSegments 1, a checkpoint every interval.
+func newMovingFSM(t *testing.T, interval time.Duration) *FSM {
+	t.Helper()
+	f, err := NewFSM(filepath.Join(t.TempDir(), "queue"), queue.Options{
+		Visibility:         time.Minute,
+		Log:                engine.Options{SegmentBytes: 4096},
+		CheckpointInterval: interval,
+		MaxHeldSegments:    1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -40,6 +40,7 @@ type snapshot struct {
 	next    uint64
 	applied uint64
 	http    map[string]string
+	resume  func() // lets the local queue's checkpoints drop segments again
 	release sync.Once
 }
 
@@ -57,7 +58,13 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	f.reading[f.qdir]++
-	return &snapshot{f: f, qdir: f.qdir, pairs: f.live(), next: f.next, applied: f.applied, http: maps.Clone(f.http)}, nil
+	// Until Release, the queue's checkpoints remove no segment: Persist
+	// reads the live messages from the queue's files while moves copy
+	// held messages to the end of the log, and a checkpoint that dropped
+	// a moved message's original or copy during the read would leave the
+	// message out of the snapshot.
+	return &snapshot{f: f, qdir: f.qdir, pairs: f.live(), next: f.next, applied: f.applied, http: maps.Clone(f.http),
+		resume: f.q.PauseDrops()}, nil
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -68,7 +75,12 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-func (s *snapshot) Release() { s.release.Do(func() { s.f.doneReading(s.qdir) }) }
+func (s *snapshot) Release() {
+	s.release.Do(func() {
+		s.resume()
+		s.f.doneReading(s.qdir)
+	})
+}
 
 // doneReading ends a snapshot's read of dir, and removes dir if Restore
 // replaced it and no other snapshot reads it.
