@@ -206,9 +206,10 @@ func (q *Queue) checkpointEarly() {
 // the last resume.
 func (q *Queue) PauseDrops() (resume func()) {
 	q.ck.paused.Add(1)
-	// A checkpoint that looked before the count went up ends first.
+	// A checkpoint that looked before the count went up ends first (an
+	// empty critical section: a barrier).
 	q.ck.mu.Lock()
-	q.ck.mu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+	q.ck.mu.Unlock()
 	return sync.OnceFunc(func() { q.ck.paused.Add(-1) })
 }
 
