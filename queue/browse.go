@@ -41,6 +41,12 @@ type Stored struct {
 // copy, even while its original or older copies are still in the log (a
 // move the next checkpoint has not passed yet, or a crash in the middle of
 // one); a delete of any of its records deletes it, as Open has it.
+//
+// Beside a queue that moves and drops segments while Messages runs, a
+// message moved again and dropped meanwhile can be missed, and records of
+// dropped segments being reused can come as damaged entries whose offsets
+// name no live message. A caller in the owner's process that needs every
+// message (a snapshot) holds Queue.PauseDrops while it reads.
 func Messages(dir string, fn func(Stored) bool) error {
 	if ok, err := IsQueue(dir); err != nil {
 		return err
