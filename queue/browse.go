@@ -69,17 +69,11 @@ func Messages(dir string, fn func(Stored) bool) error {
 	defer l.Close()
 	from := max(head, l.First())
 	copies := movedCopies(l, from)
-	deleted := func(x uint64) bool {
-		if skip.contains(x) {
-			return true
-		}
-		return slices.ContainsFunc(copies[x], skip.contains)
-	}
 	done := map[uint64]bool{} // moved messages given to fn, or deleted
 	// fromCopy gives fn the moved message x, read from its newest copy.
 	fromCopy := func(x uint64) bool {
 		done[x] = true
-		if deleted(x) {
+		if copies.deleted(skip, x) {
 			return true
 		}
 		recs := copies[x]
@@ -162,12 +156,16 @@ func stored(r engine.Record, err error) Stored {
 	return m
 }
 
-// movedCopies reads the log from offset from and returns the records of
-// the moved copies it holds, by the offset their message is known by,
-// oldest first.
-func movedCopies(l *engine.Log, from uint64) map[uint64][]uint64 {
-	copies := map[uint64][]uint64{}
-	for r, err := range l.Records(from) {
+// moves are the moved copies a queue's log holds from some offset on:
+// the records of each, oldest first, by the offset their message is known
+// by.
+type moves map[uint64][]uint64
+
+// movedCopies reads the log from offset from (only the records with
+// attributes are read whole) and returns the moved copies it holds.
+func movedCopies(l *engine.Log, from uint64) moves {
+	copies := moves{}
+	for r, err := range l.RecordsWithAttrs(from) {
 		if err != nil {
 			continue
 		}
@@ -176,4 +174,10 @@ func movedCopies(l *engine.Log, from uint64) map[uint64][]uint64 {
 		}
 	}
 	return copies
+}
+
+// deleted reports whether the moved message x is deleted: skip holds its
+// original or any of its copies (as restoreMoved has it at Open).
+func (c moves) deleted(skip *skipSet, x uint64) bool {
+	return skip.contains(x) || slices.ContainsFunc(c[x], skip.contains)
 }

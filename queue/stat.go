@@ -149,20 +149,21 @@ func Stat(dir string) (Status, error) {
 	// A moved message whose original or older copies are still in the log
 	// (a move the next checkpoint has not passed, a crash in the middle of
 	// one) is one message, deleted when any of its records is.
-	for x, recs := range movedCopies(l, st.Head) {
-		counted, deleted := 0, skip.contains(x)
-		if x >= st.Head && x < end && !deleted {
+	copies := movedCopies(l, st.Head)
+	for x, recs := range copies {
+		counted := 0 // its records the count above took for messages
+		if x >= st.Head && x < end && !skip.contains(x) {
 			counted++
 		}
 		for _, r := range recs {
+			// A read-only log reads on past its end at Open, where the
+			// count above stopped.
 			if r < end && !skip.contains(r) {
 				counted++
-			} else if skip.contains(r) {
-				deleted = true
 			}
 		}
 		want := 1
-		if deleted {
+		if copies.deleted(skip, x) {
 			want = 0
 		}
 		st.Messages = uint64(max(0, int64(st.Messages)-int64(counted)+int64(want)))
