@@ -122,7 +122,9 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 		// A segment the writer drops while a read-only log verifies it
 		// may be reused at once (Options.RecycleSegments), its bytes made
 		// zero under the mapping: damage in a file that is no longer
-		// under its name is the drop's, not the disk's.
+		// under its name is the drop's, not the disk's. So are records
+		// missing from it: zeros read first make its records end at its
+		// base, short of the next segment's.
 		before := rep
 		inspectSegment(s, s.Base(), func(ri RecordInfo) bool {
 			switch {
@@ -144,7 +146,7 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 			}
 			return true
 		})
-		if l.readOnly && rep.Damaged > before.Damaged && !s.Present() {
+		if l.readOnly && (rep.Damaged > before.Damaged || rep.Missing > before.Missing) && !s.Present() {
 			rep = before
 			s.Release()
 			continue // dropped meanwhile
