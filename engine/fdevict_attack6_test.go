@@ -406,6 +406,25 @@ func a6Fill(t *testing.T, l *Log, n int) {
 	a4AwaitSeal(l)
 }
 
+// a6CheckFrom reads every record of l from offset from on, checks each
+// body (a6Valid), and checks that Verify finds l healthy.
+func a6CheckFrom(t *testing.T, l *Log, from uint64) {
+	t.Helper()
+	for off := from; off < l.Next(); off++ {
+		r, err := l.Read(off)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		if err := a6Valid(r, off); err != nil {
+			t.Fatal(err)
+		}
+		r.Release()
+	}
+	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+		t.Fatalf("Verify: %v %+v", err, rep)
+	}
+}
+
 // a6Evicted reports whether s is neither mapped (by /proc/self/maps) nor
 // holds a descriptor.
 func a6Evicted(t *testing.T, dir string, s *segment.Segment) bool {
@@ -498,19 +517,7 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 			if st.Recycled == 0 {
 				t.Errorf("no dropped file was reused: %+v", st)
 			}
-			for off := l.First(); off < l.Next(); off++ {
-				r, err := l.Read(off)
-				if err != nil {
-					t.Fatalf("Read(%d): %v", off, err)
-				}
-				if err := a6Valid(r, off); err != nil {
-					t.Fatal(err)
-				}
-				r.Release()
-			}
-			if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
-				t.Fatalf("Verify: %v %+v", err, rep)
-			}
+			a6CheckFrom(t, l, l.First())
 		})
 	}
 }

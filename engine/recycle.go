@@ -149,3 +149,47 @@ func (l *Log) removeRecycledLeftovers(names []string) {
 		}
 	}
 }
+
+// ReleaseSpares removes the files the log holds ahead of need and returns
+// how many it removed: the dropped segment files kept for reuse
+// (Options.RecycleSegments) and the next segment prepared ahead of a
+// roll, unless the preparer is making it at that moment. It is for a
+// writer short of disk, whose write failed on a full disk and frees space
+// once made (a work queue's head checkpoint, which lets the segments
+// behind the head go). The next roll makes its segment itself if the
+// preparer has not made one again by then.
+func (l *Log) ReleaseSpares() int {
+	if l.readOnly || l.closed.Load() {
+		return 0
+	}
+	n := 0
+	for {
+		p, ok := l.recycle.take()
+		if !ok {
+			break
+		}
+		if os.Remove(p) == nil {
+			n++
+		}
+	}
+	l.rolls.mu.Lock()
+	s := l.rolls.prepared
+	if l.rolls.preparing || l.rolls.activating {
+		s = nil // being made (faulted in) or taken by a roll
+	}
+	if s != nil {
+		// preparing keeps the preparer from making the prepared
+		// files again under the names being removed.
+		l.rolls.prepared, l.rolls.preparing = nil, true
+	}
+	l.rolls.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+		s.RemoveFiles()
+		n++
+		l.rolls.mu.Lock()
+		l.rolls.preparing = false
+		l.rolls.mu.Unlock()
+	}
+	return n
+}
