@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
@@ -269,11 +270,27 @@ func (q *Queue) writeHead(h headState) error {
 			return err
 		}
 	}
-	if err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode()); err != nil {
+	err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
+	if errors.Is(err, syscall.ENOSPC) && q.releaseSpares() > 0 {
+		// A full disk: the logs' spare files give the head its space,
+		// and the head written lets the segments behind it go.
+		err = checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
+	}
+	if err != nil {
 		return err
 	}
 	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
 	return q.dropBelow(h.head)
+}
+
+// releaseSpares removes the files the queue's logs hold ahead of need (see
+// engine.Log.ReleaseSpares) and returns how many.
+func (q *Queue) releaseSpares() int {
+	n := q.log.ReleaseSpares() + q.dels.ReleaseSpares()
+	if q.recvs != nil {
+		n += q.recvs.ReleaseSpares()
+	}
+	return n
 }
 
 // fileMode is the permission of the queue's files.

@@ -494,12 +494,17 @@ func (q *Queue) close() error {
 			errs = append(errs, q.recvs.Sync())
 		}
 	}
+	// The message log closes first: its Close removes the files it keeps
+	// for reuse and its prepared next segment before it writes its
+	// clean-close marker, and on a full disk the other logs' markers
+	// need that space too.
+	errs = append(errs, q.log.Close())
 	if q.dead != nil {
 		errs = append(errs, q.dead.close())
 	}
 	if q.recvs != nil {
 		errs = append(errs, q.recvs.Close())
 	}
-	errs = append(errs, q.dels.Close(), q.log.Close())
+	errs = append(errs, q.dels.Close())
 	return errors.Join(errs...)
 }
