@@ -116,9 +116,6 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 			}
 			continue // dropped meanwhile
 		}
-		if why := s.Misnamed(); why != "" {
-			rep.Problems = append(rep.Problems, why)
-		}
 		// A segment the writer drops while a read-only log verifies it
 		// may be reused at once (Options.RecycleSegments), its bytes made
 		// zero under the mapping: damage in a file that is no longer
@@ -146,10 +143,14 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 			}
 			return true
 		})
-		if l.readOnly && (rep.Damaged > before.Damaged || rep.Missing > before.Missing) && !s.Present() {
+		why := s.Misnamed()
+		if l.readOnly && (why != "" || rep.Damaged > before.Damaged || rep.Missing > before.Missing) && !s.Present() {
 			rep = before
 			s.Release()
 			continue // dropped meanwhile
+		}
+		if why != "" {
+			rep.Problems = append(rep.Problems, why)
 		}
 		rep.IndexProblems = append(rep.IndexProblems, s.VerifyIndex()...)
 		rep.Bytes += s.End()
