@@ -34,6 +34,9 @@ func (l *Log) AppendWith(body []byte, attrs *Attrs) (uint64, error) {
 	size := record.Size(len(body), attrs)
 	l.mu.Lock()
 	off, err := l.appendLocked(size, attrs, body)
+	if err != nil && l.freedForRetry(err) {
+		off, err = l.appendLocked(size, attrs, body)
+	}
 	cuts := l.sync.cutCount.Load() // a Truncate takes l.mu
 	l.mu.Unlock()
 	if err != nil {
@@ -157,6 +160,7 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 	}
 	l.mu.Lock()
 	first = l.next.Load()
+	retried := false
 	for n < len(bodies) {
 		var k int
 		k, err = l.appendManyLocked(attrs, bodies, sizes, n)
@@ -167,6 +171,10 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 			first = l.next.Load() - uint64(k)
 		}
 		n += k
+		if err != nil && !retried && l.freedForRetry(err) {
+			retried, err = true, nil
+			continue
+		}
 		if err != nil {
 			break
 		}

@@ -139,7 +139,9 @@ type Options struct {
 	// reads while it runs: a reader in another process that still holds
 	// a record of a dropped segment may see its bytes turn to zeros or to
 	// newer records (the work queue, which owns its directory, sets it).
-	// Kept files count as the log's disk until reused; Close removes them.
+	// Kept files count as the log's disk until reused; Close removes them,
+	// and so does an append that finds the disk full, which then takes
+	// their space (see Log.ReleaseSpares).
 	// A segment that was active when the log was opened keeps the zeros of
 	// its allocation when it is sealed (it may be a reused file).
 	RecycleSegments int

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -192,4 +194,13 @@ func (l *Log) ReleaseSpares() int {
 		l.rolls.mu.Unlock()
 	}
 	return n
+}
+
+// freedForRetry reports whether an append that failed with err may be
+// tried once more: the disk was full, and the log held spare files, now
+// removed (ReleaseSpares), whose space the append can take. A log that
+// keeps dropped files for reuse never fails an append for want of the
+// space they hold. Called with l.mu held.
+func (l *Log) freedForRetry(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) && l.ReleaseSpares() > 0
 }
