@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// a9Cfg is one configuration of the ReleaseSpares churn.
+type a9Cfg struct {
+	name     string
+	opts     Options
+	truncate bool // the writer cuts now and then
+	drop     bool // a dropper calls DropBefore
+}
+
+func a9Configs() []a9Cfg {
+	with := func(seg int64, f func(o *Options)) Options {
+		o := Options{SegmentBytes: seg}
+		f(&o)
+		return o
+	}
+	return []a9Cfg{
+		{"none-recycle1", with(4<<10, func(o *Options) { o.RecycleSegments = 1 }), true, true},
+		{"none-recycle3-256k", with(256<<10, func(o *Options) { o.RecycleSegments = 3 }), true, true},
+		{"interval-recycle1-max1", with(16<<10, func(o *Options) {
+			o.RecycleSegments = 1
+			o.MaxMappedSegments = 1
+			o.Sync, o.SyncInterval = SyncInterval, time.Millisecond
+		}), true, true},
+		{"always", with(16<<10, func(o *Options) { o.RecycleSegments = 2; o.Sync = SyncAlways }), true, true},
+		{"interval-retention-recycle2", with(16<<10, func(o *Options) {
+			o.RecycleSegments = 2
+			o.Sync, o.SyncInterval = SyncInterval, 2*time.Millisecond
+			o.RetentionBytes = 200 << 10
+		}), false, false},
+	}
+}
+
+// a9Files lists the names of dir that match pattern.
+func a9Files(t *testing.T, dir, pattern string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m {
+		m[i] = filepath.Base(m[i])
+	}
+	return m
+}
+
+// TestAttack9ReleaseSparesChurn: ReleaseSpares in a loop beside a writer
+// that rolls (and cuts), a dropper (with reuse), retention, syncs, and
+// readers that hold records of segments being dropped and check their
+// bytes again before letting them go. No read gives damage or another
+// record's bytes, no held record changes, the preparer prepares again
+// once the releases stop, Close leaves no spare file, descriptor or
+// mapping behind, and the log reopens whole.
+func TestAttack9ReleaseSparesChurn(t *testing.T) {
+	for _, c := range a9Configs() {
+		t.Run(c.name, func(t *testing.T) {
+			a9Churn(t, c, 15*time.Second)
+		})
+	}
+}
+
+func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
+	dir := t.TempDir()
+	l := mustOpen(t, dir, c.opts)
+	var (
+		stop, stopRelease atomic.Bool
+		wg, relWG         sync.WaitGroup
+		failure           firstError
+		gen               atomic.Uint32
+		rolled            atomic.Int64
+		released          atomic.Int64
+		reads             atomic.Int64
+		cuts              atomic.Int64
+	)
+	fail := func(err error) { failure.set(err); stop.Store(true) }
+	run := func(wg *sync.WaitGroup, f func(rng *rand.Rand), seed uint64) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(rand.New(rand.NewPCG(seed, 9)))
+		}()
+	}
+	body := func(off uint64, g uint32) []byte {
+		b := a6Body(off, g)
+		if c.opts.SegmentBytes > 64<<10 {
+			b = append(b, make([]byte, 2000)...) // bigger records: the 256 KiB segments roll too
+			for i := len(b) - 2000; i < len(b); i++ {
+				b[i] = byte(off)
+			}
+		}
+		return b
+	}
+	valid := func(r Record, off uint64) error {
+		if c.opts.SegmentBytes > 64<<10 {
+			if len(r.Body) < 2000 {
+				return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
+			}
+			for _, x := range r.Body[len(r.Body)-2000:] {
+				if x != byte(off) {
+					return fmt.Errorf("record at %d: a tail that is not its own", off)
+				}
+			}
+			r.Body = r.Body[:len(r.Body)-2000]
+		}
+		return a6Valid(r, off)
+	}
+	// The writer.
+	run(&wg, func(rng *rand.Rand) {
+		last := uint64(0)
+		for !stop.Load() {
+			off := l.Next()
+			bodies := make([][]byte, 1+rng.IntN(20))
+			for i := range bodies {
+				bodies[i] = body(off+uint64(i), gen.Load())
+			}
+			got, n, err := l.AppendBatch(bodies, nil)
+			if err != nil || got != off || n != len(bodies) {
+				fail(fmt.Errorf("AppendBatch at %d: %d records at %d, %v", off, n, got, err))
+				return
+			}
+			if b := l.activeBase(); b != last {
+				last = b
+				rolled.Add(1)
+			}
+			if c.truncate && rng.IntN(25) == 0 {
+				first, next := l.First(), l.Next()
+				at := next - min(next-first, uint64(1+rng.IntN(60)))
+				gen.Add(1)
+				if err := l.Truncate(at); err != nil && !errors.Is(err, ErrNotFound) {
+					fail(fmt.Errorf("Truncate(%d) of [%d, %d): %w", at, first, next, err))
+					return
+				}
+				cuts.Add(1)
+			}
+		}
+	}, 1)
+	if c.drop {
+		run(&wg, func(rng *rand.Rand) {
+			for !stop.Load() {
+				time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
+				segs := *l.segs.Load()
+				if len(segs) < 5 {
+					continue
+				}
+				if _, err := l.DropBefore(segs[len(segs)-4].Base()); err != nil {
+					fail(fmt.Errorf("DropBefore: %w", err))
+					return
+				}
+			}
+		}, 2)
+	}
+	if c.opts.Sync != SyncAlways {
+		run(&wg, func(rng *rand.Rand) {
+			for !stop.Load() {
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+				if err := l.Sync(); err != nil {
+					fail(fmt.Errorf("Sync: %w", err))
+					return
+				}
+			}
+		}, 3)
+	}
+	// The releaser: at random moments, often in bursts.
+	run(&relWG, func(rng *rand.Rand) {
+		for !stop.Load() && !stopRelease.Load() {
+			released.Add(int64(l.ReleaseSpares()))
+			if rng.IntN(4) == 0 {
+				time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+			}
+		}
+	}, 4)
+	// Readers holding records, oldest segments first: they are the ones
+	// dropped and reused.
+	for i := range 2 {
+		run(&wg, func(rng *rand.Rand) {
+			var kept []Record
+			defer func() {
+				for _, r := range kept {
+					r.Release()
+				}
+			}()
+			for !stop.Load() {
+				first, next := l.First(), l.Next()
+				if next <= first {
+					continue
+				}
+				off := first + rng.Uint64N(min(next-first, 40))
+				r, err := l.Read(off)
+				if err != nil {
+					if !a6ReadErr(err) {
+						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
+						return
+					}
+					continue
+				}
+				reads.Add(1)
+				if err := valid(r, off); err != nil {
+					r.Release()
+					fail(fmt.Errorf("Read: %w", err))
+					return
+				}
+				kept = append(kept, r)
+				if len(kept) > 4 || rng.IntN(3) == 0 {
+					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
+					k := rng.IntN(len(kept))
+					if err := valid(kept[k], kept[k].Offset); err != nil {
+						fail(fmt.Errorf("a held record changed: %w", err))
+						return
+					}
+					kept[k].Release()
+					kept = append(kept[:k], kept[k+1:]...)
+				}
+			}
+		}, uint64(10+i))
+	}
+	start := time.Now()
+	deadline := start.Add(d)
+	for !stop.Load() && time.Now().Before(deadline) && (rolled.Load() < 150 || time.Since(start) < time.Second) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopRelease.Store(true)
+	relWG.Wait()
+	if err := failure.get(); err != nil {
+		stop.Store(true)
+		wg.Wait()
+		t.Fatal(err)
+	}
+	// The releases stop: the preparer prepares the next segments again
+	// while the writer goes on (a prepared segment shows, and a roll
+	// takes one: its file was the prepared one).
+	preparedSeen := false
+	for deadline := time.Now().Add(10 * time.Second); !preparedSeen; time.Sleep(time.Millisecond) {
+		if err := failure.get(); err != nil {
+			break
+		}
+		if len(a9Files(t, dir, "prepared.log")) > 0 {
+			preparedSeen = true
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if err := failure.get(); err != nil {
+		t.Fatal(err)
+	}
+	if !preparedSeen {
+		t.Errorf("no segment prepared in 10 s of appends after the releases stopped (%d rolled, %d files released)", rolled.Load(), released.Load())
+	}
+	a4AwaitSeal(l)
+	st := l.Stats()
+	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d reads, %d spare files released, %d segments made from kept files",
+		l.Next(), st.Segments, rolled.Load(), cuts.Load(), reads.Load(), released.Load(), st.Recycled)
+	if rolled.Load() < 40 {
+		t.Errorf("only %d segments rolled", rolled.Load())
+	}
+	if released.Load() == 0 {
+		t.Errorf("ReleaseSpares never released a file")
+	}
+	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
+		t.Errorf("Verify: %v %+v", err, rep)
+	}
+	first, next := l.First(), l.Next()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if left := sparesIn(t, dir); len(left) != 0 {
+		t.Errorf("spare files after Close: %v", left)
+	}
+	if n := openFDs(t, dir); n != 0 {
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
+	}
+	if n := a3Mappings(t, dir); n != 0 {
+		t.Errorf("after Close: %d mappings of the log's files", n)
+	}
+	opts := c.opts
+	opts.RetentionBytes = 0
+	r := mustOpen(t, dir, opts)
+	defer r.Close()
+	if r.First() != first || r.Next() != next {
+		t.Fatalf("reopened: [%d, %d), want [%d, %d)", r.First(), r.Next(), first, next)
+	}
+	if len(r.Recovery().Notes) > 0 {
+		t.Logf("reopened: %q", r.Recovery().Notes)
+	}
+	want := first
+	for rec, err := range r.Records(first) {
+		if err != nil {
+			t.Fatalf("reopened: Records at %d: %v", want, err)
+		}
+		if rec.Offset != want {
+			t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
+		}
+		if err := valid(rec, want); err != nil {
+			t.Fatalf("reopened: %v", err)
+		}
+		want++
+	}
+	if want != next {
+		t.Fatalf("reopened: Records ended at %d, want %d", want, next)
+	}
+	if rep, err := r.Verify(nil); err != nil || !rep.Healthy() {
+		t.Errorf("reopened: Verify: %v %+v", err, rep)
+	}
+}
+
+// TestAttack9ReleaseSparesAgainstClose: ReleaseSpares called at once
+// with Close, again and again, on logs whose spare files are there (a
+// kept file and a prepared segment): after both return, no spare file,
+// descriptor or mapping of the log's is left, and the log reopens whole.
+func TestAttack9ReleaseSparesAgainstClose(t *testing.T) {
+	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
+		t.Run(fmt.Sprint(policy), func(t *testing.T) {
+			opts := Options{SegmentBytes: 8 << 10, RecycleSegments: 2, Sync: policy, SyncInterval: time.Millisecond}
+			dir := t.TempDir()
+			for round := range 40 {
+				l := mustOpen(t, dir, opts)
+				a6Fill(t, l, len(*l.segs.Load())+4)
+				segs := *l.segs.Load()
+				if _, err := l.DropBefore(segs[len(segs)-2].Base()); err != nil {
+					t.Fatal(err)
+				}
+				// Past half of the active segment: the preparer is kicked.
+				for l.active.End() < opts.SegmentBytes*3/4 {
+					if _, err := l.Append(a6Body(l.Next(), 0)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if round%2 == 0 {
+					time.Sleep(time.Millisecond) // let the preparer get there
+				}
+				var wg sync.WaitGroup
+				var n int
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n = l.ReleaseSpares()
+				}()
+				if round%3 == 0 {
+					time.Sleep(time.Duration(round*20) * time.Microsecond)
+				}
+				next := l.Next()
+				if err := l.Close(); err != nil {
+					t.Fatalf("round %d: Close: %v", round, err)
+				}
+				wg.Wait()
+				if left := sparesIn(t, dir); len(left) != 0 {
+					t.Fatalf("round %d: spare files after Close and ReleaseSpares (%d released): %v", round, n, left)
+				}
+				if fds := openFDs(t, dir); fds != 0 {
+					t.Fatalf("round %d: %d descriptors open on the log's files:\n%s", round, fds, a6FDList(dir))
+				}
+				if m := a3Mappings(t, dir); m != 0 {
+					t.Fatalf("round %d: %d mappings of the log's files", round, m)
+				}
+				r := mustOpen(t, dir, opts)
+				if r.Next() != next {
+					t.Fatalf("round %d: reopened at %d, want %d", round, r.Next(), next)
+				}
+				if len(r.Recovery().Notes) > 0 {
+					t.Fatalf("round %d: reopened with notes %q", round, r.Recovery().Notes)
+				}
+				a6CheckFrom(t, r, r.First())
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestAttack9ReleaseSparesReadOnlyAndClosed: a read-only log holds no
+// spare files of its own; ReleaseSpares on it removes nothing of the
+// writer's (the kept file and the prepared segment stay, and the writer
+// rolls into them).
+func TestAttack9ReleaseSparesReadOnlyAndClosed(t *testing.T) {
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
+	a6Fill(t, w, 8)
+	if _, err := w.DropBefore((*w.segs.Load())[3].Base()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(a9Files(t, dir, "prepared.log")) == 0 || len(a9Files(t, dir, recycledPrefix+"*")) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no kept file and prepared segment together: %v", sparesIn(t, dir))
+		}
+		if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+			t.Fatal(err)
+		}
+		if len(*w.segs.Load()) > 7 {
+			if _, err := w.DropBefore((*w.segs.Load())[len(*w.segs.Load())-3].Base()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The preparer may still be at work: the files the same for 100 ms.
+	before := sparesIn(t, dir)
+	for stable := time.Now(); time.Since(stable) < 100*time.Millisecond; time.Sleep(5 * time.Millisecond) {
+		if now := sparesIn(t, dir); !slices.Equal(now, before) {
+			before, stable = now, time.Now()
+		}
+	}
+	r := mustOpenRO(t, dir, Options{})
+	if n := r.ReleaseSpares(); n != 0 {
+		t.Fatalf("ReleaseSpares on a read-only log: %d", n)
+	}
+	if after := sparesIn(t, dir); !slices.Equal(after, before) {
+		t.Fatalf("ReleaseSpares on a read-only log removed the writer's files: %v, then %v", before, after)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.ReleaseSpares(); n != 0 {
+		t.Fatalf("ReleaseSpares on a closed read-only log: %d", n)
+	}
+	first := w.First()
+	a6Fill(t, w, len(*w.segs.Load())+3)
+	a6CheckFrom(t, w, first)
+	if st := w.Stats(); st.Recycled == 0 {
+		t.Errorf("no segment made from a kept file: %+v", st)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatal(err)
+	}
+}
