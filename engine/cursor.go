@@ -336,7 +336,9 @@ func (c *Cursor) Next(ctx context.Context) (Record, error) {
 //
 //   - offsets the log dropped from its front before they were read
 //     (retention, DropBefore): an error matching ErrNotFound (ErrTrimmed)
-//     that says how many were lost; next is the first record still there;
+//     that says how many were lost; next is the first record still there
+//     (on a log opened read-only, whose writer dropped a segment while it
+//     was read: the offset after that segment);
 //   - a damaged record: an error matching ErrCorrupt; next is the offset
 //     after it, or after a whole range of offsets that no file holds;
 //   - an offset past the end of a log that was cut below it (Truncate):
@@ -345,6 +347,7 @@ func (c *Cursor) Next(ctx context.Context) (Record, error) {
 // When ctx ends or the log is closed, the error is ctx's or ErrClosed and
 // next is offset.
 func (l *Log) ReadNext(ctx context.Context, offset uint64) (Record, uint64, error) {
+	var dropped *droppedError
 	for {
 		rec, err := l.Read(offset)
 		switch {
@@ -352,6 +355,10 @@ func (l *Log) ReadNext(ctx context.Context, offset uint64) (Record, uint64, erro
 			return rec, offset + 1, nil
 		case errors.Is(err, ErrClosed):
 			return Record{}, offset, ErrClosed
+		case errors.As(err, &dropped):
+			// A read-only log whose writer dropped the segment meanwhile:
+			// its list of segments may still hold it (First with it).
+			return Record{Offset: offset}, dropped.next, err
 		case errors.Is(err, ErrTrimmed):
 			first := l.First()
 			if first <= offset {

@@ -88,6 +88,7 @@ func (l *Log) Read(offset uint64) (Record, error) {
 	}
 	v, _, err := s.Read(offset)
 	if err != nil {
+		err = l.droppedUnder(s, offset, err)
 		s.Release()
 		return Record{}, err
 	}
@@ -223,6 +224,9 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, att
 		if off >= mf && off < mt {
 			// A range no segment holds: reported once, not per offset.
 			_, _, err := s.Read(off)
+			if err = l.droppedUnder(s, off, err); errors.Is(err, ErrTrimmed) {
+				return s.Next(), yield(Record{Offset: off}, err)
+			}
 			return mt, yield(Record{Offset: off}, fmt.Errorf("%w (offsets [%d, %d))", err, off, mt))
 		}
 		if attrsOnly && sc.SkipPlain() {
@@ -237,6 +241,9 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, att
 			return off, true
 		}
 		if err != nil {
+			if err = l.droppedUnder(s, off, err); errors.Is(err, ErrTrimmed) {
+				return s.Next(), yield(Record{Offset: off}, err)
+			}
 			if !yield(Record{Offset: off}, err) {
 				return off, false
 			}
@@ -247,6 +254,35 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, att
 		}
 	}
 }
+
+// droppedUnder returns err, the failed read of offset in s, or for a log
+// opened read-only whose writer (another process) dropped s meanwhile, an
+// error wrapping ErrTrimmed: the writer may reuse a dropped segment's file
+// at once (Options.RecycleSegments), and its bytes then turn to zeros or
+// to a later segment's records under this log's mapping. That is the
+// drop's doing, not damage. A segment whose file is still the one under
+// its name keeps its error.
+func (l *Log) droppedUnder(s *segment.Segment, offset uint64, err error) error {
+	if !l.readOnly || errors.Is(err, ErrTrimmed) || s.Present() {
+		return err
+	}
+	return &droppedError{from: offset, next: s.Next(), name: segment.Name(s.Base(), segment.LogSuffix), cause: err}
+}
+
+// droppedError is droppedUnder's error: offsets [from, next) were in a
+// segment that the writer dropped while this log read it.
+type droppedError struct {
+	from, next uint64
+	name       string
+	cause      error
+}
+
+func (e *droppedError) Error() string {
+	return fmt.Sprintf("%v: offsets [%d, %d): segment %s was dropped by the log's writer while it was read (%v)",
+		ErrTrimmed, e.from, e.next, e.name, e.cause)
+}
+
+func (e *droppedError) Unwrap() error { return ErrTrimmed }
 
 // cutHistory is what Truncate has cut, for iterators that must not yield
 // a cut record: an epoch that grows with every cut, and the offsets of the
