@@ -43,10 +43,13 @@ type Stored struct {
 // one); a delete of any of its records deletes it, as Open has it.
 //
 // Beside a queue that moves and drops segments while Messages runs, a
-// message moved again and dropped meanwhile can be missed, and records of
-// dropped segments being reused can come as damaged entries whose offsets
-// name no live message. A caller in the owner's process that needs every
-// message (a snapshot) holds Queue.PauseDrops while it reads.
+// segment dropped while Messages reads it is left out (its records are
+// below the owner's head; reused, its file no longer holds them), and a
+// message moved out of it meanwhile comes at its copy's place, out of
+// offset order. A message moved again and dropped meanwhile can be
+// missed, or come as a damaged entry. A caller in the owner's process that
+// needs every message in order (a snapshot) holds Queue.PauseDrops while
+// it reads.
 func Messages(dir string, fn func(Stored) bool) error {
 	if ok, err := IsQueue(dir); err != nil {
 		return err
@@ -97,9 +100,19 @@ func Messages(dir string, fn func(Stored) bool) error {
 			return nil
 		}
 	}
+	// Ranges of offsets whose segment the owner dropped while this walk
+	// read it: a message moved out of such a segment comes at its copy.
+	var dropped [][2]uint64
+	trimmed, trimming := uint64(0), false
 	for r, err := range l.Records(from) {
 		if errors.Is(err, engine.ErrTrimmed) {
-			continue // dropped below the head meanwhile
+			if !trimming {
+				trimmed, trimming = r.Offset, true
+			}
+			continue // dropped behind the head meanwhile
+		}
+		if trimming {
+			dropped, trimming = append(dropped, [2]uint64{trimmed, r.Offset}), false
 		}
 		m := stored(r, err)
 		if _, ok := copies[r.Offset]; ok && (m.Err != nil || m.Offset == r.Offset) {
@@ -119,9 +132,11 @@ func Messages(dir string, fn func(Stored) bool) error {
 					return nil
 				}
 				continue
-			case x >= from:
+			case x >= from && !inRanges(dropped, x):
 				continue // made since the first pass: its original came before it
 			}
+			// Or its original's segment was dropped while this walk read
+			// it (moved out of a held segment meanwhile): it comes here.
 			done[x] = true
 			if skip.contains(x) || skip.contains(r.Offset) {
 				continue
@@ -134,6 +149,16 @@ func Messages(dir string, fn func(Stored) bool) error {
 		}
 	}
 	return nil
+}
+
+// inRanges reports whether x lies in one of the ranges [from, to).
+func inRanges(ranges [][2]uint64, x uint64) bool {
+	for _, r := range ranges {
+		if x >= r[0] && x < r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // stored is the message of record r (read with err).

@@ -583,7 +583,10 @@ func b8BesideOwner(t *testing.T, slow time.Duration) {
 				}
 				seen := map[uint64]Stored{}
 				for i, m := range got {
-					if i > 0 && m.Offset <= got[i-1].Offset {
+					// A message moved out of a segment dropped during the
+					// call comes at its copy's place (Messages' doc).
+					atCopy := m.Record != m.Offset && movedAfter != movedBefore
+					if i > 0 && m.Offset <= got[i-1].Offset && !atCopy {
 						report(fmt.Sprintf("Messages gave %d (record %d) after %d (record %d)", m.Offset, m.Record, got[i-1].Offset, got[i-1].Record))
 					}
 					if _, dup := seen[m.Offset]; dup {
