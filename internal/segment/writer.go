@@ -309,6 +309,11 @@ func (s *Segment) openWriter() error {
 		return err
 	}
 	if w.timF, x.timMap, err = s.mapIndexFile(TimeIndexSuffix, w.idxCap*sparseidx.TimeEntrySize); err != nil {
+		// Not yet in s.idx, which abandon unmaps: a full disk failed
+		// the time index after the offset index was mapped, and each
+		// such create left a mapping of a removed file (its blocks
+		// held until the process exits).
+		_ = mmapfile.Unmap(x.offMap)
 		return err
 	}
 	x.off = sparseidx.Offsets{Buf: x.offMap}
