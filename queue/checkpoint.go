@@ -283,12 +283,17 @@ func (q *Queue) writeHead(h headState) error {
 	return q.dropBelow(h.head)
 }
 
-// releaseSpares removes the files the queue's logs hold ahead of need (see
-// engine.Log.ReleaseSpares) and returns how many.
+// releaseSpares removes the files the queue's logs, and its dead-letter
+// queue's, hold ahead of need (see engine.Log.ReleaseSpares) and returns
+// how many. The dead letters' directory sits beside the queue's, most
+// often on the same disk.
 func (q *Queue) releaseSpares() int {
 	n := q.log.ReleaseSpares() + q.dels.ReleaseSpares()
 	if q.recvs != nil {
 		n += q.recvs.ReleaseSpares()
+	}
+	if q.dead != nil {
+		n += q.dead.releaseSpares()
 	}
 	return n
 }
