@@ -139,6 +139,8 @@ type Options struct {
 	// reads while it runs: a reader in another process that still holds
 	// a record of a dropped segment may see its bytes turn to zeros or to
 	// newer records (the work queue, which owns its directory, sets it).
+	// A log opened read-only reports its later reads of such a segment as
+	// dropped (ErrTrimmed), never as damage.
 	// Kept files count as the log's disk until reused; Close removes them,
 	// and so does an append that finds the disk full, which then takes
 	// their space (see Log.ReleaseSpares).
