@@ -62,6 +62,14 @@ func inspectSegment(s *segment.Segment, from uint64, yield func(RecordInfo) bool
 		}
 		v, pos, err := sc.Next()
 		if errors.Is(err, segment.ErrNotFound) {
+			if off < s.Next() {
+				// Not the segment's end: its file left the log after it
+				// was opened (dropped by the writer of a log opened
+				// read-only, whose list still holds it). Reported as a
+				// range, and the walk goes on past it.
+				ri := RecordInfo{Offset: off, Segment: name, Position: -1, Size: -1, Err: err, Missing: s.Next() - off}
+				return s.Next(), yield(ri)
+			}
 			return off, true
 		}
 		in := s.Info(off, v, pos, err)
