@@ -267,10 +267,11 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, att
 // error wrapping ErrTrimmed: the writer may reuse a dropped segment's file
 // at once (Options.RecycleSegments), and its bytes then turn to zeros or
 // to a later segment's records under this log's mapping. That is the
-// drop's doing, not damage. A segment whose file is still the one under
-// its name keeps its error.
+// drop's doing, not damage. A segment whose name still holds a file keeps
+// its error: the same file, or a copy a cut renamed over it (Truncate),
+// whose records below the cut are still the log's.
 func (l *Log) droppedUnder(s *segment.Segment, offset uint64, err error) error {
-	if !l.readOnly || errors.Is(err, ErrTrimmed) || s.Present() {
+	if !l.readOnly || errors.Is(err, ErrTrimmed) || !s.Removed() {
 		return err
 	}
 	return &droppedError{from: offset, next: s.Next(), name: segment.Name(s.Base(), segment.LogSuffix), cause: err}

@@ -126,6 +126,14 @@ func (s *Segment) junkAfter(end int64) int64 {
 // renamed for reuse).
 func (s *Segment) Present() bool { return s.present() }
 
+// Removed reports whether no file is under the segment's name any more:
+// its log dropped it (removed, or renamed for reuse). A file replaced
+// under the name (a cut's copy) is not removed.
+func (s *Segment) Removed() bool {
+	_, err := os.Stat(s.path(LogSuffix))
+	return errors.Is(err, os.ErrNotExist)
+}
+
 // present reports whether the segment's .log file is still the one it
 // opened.
 func (s *Segment) present() bool {
