@@ -10,7 +10,8 @@ import (
 // Real damage in a segment a log opened read-only reads, when the writer
 // cuts the tail inside that segment (Truncate renames a copy of the bytes
 // below the cut over the name): the records below the cut are still the
-// log's, so the damaged one reads as damaged (ErrCorrupt), not as dropped.
+// log's, so the damaged one reads as damaged (ErrCorrupt), not as
+// dropped, and Verify reports it.
 func TestReadOnlyDamageBesideTruncateCopy(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
@@ -49,4 +50,7 @@ func TestReadOnlyDamageBesideTruncateCopy(t *testing.T) {
 		t.Fatalf("Read(%d), below the cut: %v", bad+1, err)
 	}
 	rec.Release()
+	if rep, err := r.Verify(nil); err != nil || rep.Damaged == 0 {
+		t.Fatalf("read-only Verify after the cut: %v, %d damaged; want the damaged record reported", err, rep.Damaged)
+	}
 }

@@ -126,10 +126,11 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 		}
 		// A segment the writer drops while a read-only log verifies it
 		// may be reused at once (Options.RecycleSegments), its bytes made
-		// zero under the mapping: damage in a file that is no longer
-		// under its name is the drop's, not the disk's. So are records
-		// missing from it: zeros read first make its records end at its
-		// base, short of the next segment's.
+		// zero under the mapping: damage in a file whose name is gone is
+		// the drop's, not the disk's. So are records missing from it:
+		// zeros read first make its records end at its base, short of
+		// the next segment's. (A copy a cut renamed over the name keeps
+		// the records below the cut: its damage is reported.)
 		before := rep
 		inspectSegment(s, s.Base(), func(ri RecordInfo) bool {
 			switch {
@@ -152,7 +153,7 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 			return true
 		})
 		why := s.Misnamed()
-		if l.readOnly && (why != "" || rep.Damaged > before.Damaged || rep.Missing > before.Missing) && !s.Present() {
+		if l.readOnly && (why != "" || rep.Damaged > before.Damaged || rep.Missing > before.Missing) && s.Removed() {
 			rep = before
 			s.Release()
 			continue // dropped meanwhile
