@@ -238,11 +238,14 @@ func (l *Log) scanSegment(s *segment.Segment, from uint64, cuts *cutHistory, att
 			return off, false
 		}
 		if errors.Is(err, segment.ErrNotFound) {
-			if off < s.Next() && l.readOnly {
+			if off < s.Next() && l.readOnly && s.Removed() {
 				// Not the segment's end: its file left the log after this
 				// log opened it (a segment not mapped then, or evicted
 				// since). Its writer dropped it; the list of this log
-				// still holds it, so the loop must go on past it.
+				// still holds it, so the loop must go on past it. (A
+				// copy a cut renamed over the name holds records still
+				// in the log: the loop looks again, and the log finds
+				// the copy once it sees the cut.)
 				return s.Next(), yield(Record{Offset: off}, l.droppedUnder(s, off, err))
 			}
 			return off, true

@@ -62,7 +62,7 @@ func inspectSegment(s *segment.Segment, from uint64, yield func(RecordInfo) bool
 		}
 		v, pos, err := sc.Next()
 		if errors.Is(err, segment.ErrNotFound) {
-			if off < s.Next() {
+			if off < s.Next() && s.Removed() {
 				// Not the segment's end: its file left the log after it
 				// was opened (dropped by the writer of a log opened
 				// read-only, whose list still holds it). Reported as a
