@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -104,7 +105,11 @@ func Messages(dir string, fn func(Stored) bool) error {
 	// read it: a message moved out of such a segment comes at its copy.
 	var dropped [][2]uint64
 	trimmed, trimming := uint64(0), false
+	end := from // past the last record the walk read
 	for r, err := range l.Records(from) {
+		if err == nil {
+			end = r.Offset + 1
+		}
 		if errors.Is(err, engine.ErrTrimmed) {
 			if !trimming {
 				trimmed, trimming = r.Offset, true
@@ -143,6 +148,38 @@ func Messages(dir string, fn func(Stored) bool) error {
 			}
 		} else if skip.contains(r.Offset) {
 			continue // deleted
+		}
+		if !fn(m) {
+			return nil
+		}
+	}
+	if trimming {
+		dropped = append(dropped, [2]uint64{trimmed, math.MaxUint64})
+	}
+	if len(dropped) == 0 {
+		return nil
+	}
+	// The owner dropped segments under the walk, and may have copied
+	// messages out of them past the end the walk read: a log opened
+	// read-only stops following its writer once its own newest segment
+	// is dropped. A fresh look from there gives them.
+	l2, err := engine.OpenReadOnly(dir, engine.Options{})
+	if err != nil {
+		return err
+	}
+	defer l2.Close()
+	for r, err := range l2.RecordsWithAttrs(max(end, l2.First())) {
+		if err != nil {
+			continue
+		}
+		m := stored(r, nil)
+		x := m.Offset
+		if m.Err != nil || x == r.Offset || done[x] || !inRanges(dropped, x) {
+			continue
+		}
+		done[x] = true
+		if skip.contains(x) || skip.contains(r.Offset) {
+			continue
 		}
 		if !fn(m) {
 			return nil
