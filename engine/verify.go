@@ -40,7 +40,7 @@ func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 			if err != nil {
 				return
 			}
-			next, more := inspectSegment(s, from, yield)
+			next, more := inspectSegment(s, from, l.readOnly, yield)
 			s.Release()
 			if !more {
 				return
@@ -50,7 +50,11 @@ func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 	}
 }
 
-func inspectSegment(s *segment.Segment, from uint64, yield func(RecordInfo) bool) (uint64, bool) {
+// inspectSegment yields the segment's records from offset from on. For a
+// log opened read-only (readOnly), a segment whose file left the log under
+// it is reported as one range, and the walk goes on past it (its list of
+// segments still holds it).
+func inspectSegment(s *segment.Segment, from uint64, readOnly bool, yield func(RecordInfo) bool) (uint64, bool) {
 	name := segment.Name(s.Base(), segment.LogSuffix)
 	mf, mt := s.Missing()
 	sc := s.Scan(from)
@@ -62,7 +66,7 @@ func inspectSegment(s *segment.Segment, from uint64, yield func(RecordInfo) bool
 		}
 		v, pos, err := sc.Next()
 		if errors.Is(err, segment.ErrNotFound) {
-			if off < s.Next() && s.Removed() {
+			if readOnly && off < s.Next() && s.Removed() {
 				// Not the segment's end: its file left the log after it
 				// was opened (dropped by the writer of a log opened
 				// read-only, whose list still holds it). Reported as a
@@ -132,7 +136,7 @@ func (l *Log) Verify(progress func(done, total int64)) (VerifyReport, error) {
 		// the next segment's. (A copy a cut renamed over the name keeps
 		// the records below the cut: its damage is reported.)
 		before := rep
-		inspectSegment(s, s.Base(), func(ri RecordInfo) bool {
+		inspectSegment(s, s.Base(), l.readOnly, func(ri RecordInfo) bool {
 			switch {
 			case ri.OK:
 				rep.Records++
