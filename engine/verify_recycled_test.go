@@ -5,7 +5,42 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
 )
+
+// recycledUnderReader opens a writer that reuses dropped files, fills
+// six segments, opens a read-only log beside it, and maps that log's
+// second segment (the victim: held, nothing of it read). drop has the
+// writer drop the two oldest segments and roll until both files were
+// reused, the victim's made zero and written again under the mapping.
+func recycledUnderReader(t *testing.T) (r *Log, segs []*segment.Segment, drop func()) {
+	t.Helper()
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
+	a6Fill(t, w, 6)
+	r = mustOpenRO(t, dir, Options{})
+	segs = *r.segs.Load()
+	if !segs[1].Acquire() {
+		t.Fatal("Acquire")
+	}
+	t.Cleanup(segs[1].Release)
+	drop = func() {
+		before := w.Stats().Recycled
+		if _, err := w.DropBefore(segs[2].Base()); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+2; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no dropped file reused: %+v", w.Stats())
+			}
+			if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return r, segs, drop
+}
 
 // A read-only Verify beside a writer that drops a segment the verifier
 // maps and reuses its file at once (RecycleSegments): the reused file's
@@ -14,36 +49,12 @@ import (
 // doing, not missing records: the report stays healthy and leaves the
 // segment out, as one dropped before Verify took it.
 func TestVerifyReadOnlyBesideRecycledDrop(t *testing.T) {
-	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 6)
-	r := mustOpenRO(t, dir, Options{})
-	segs := *r.segs.Load()
-	victim := segs[1]
-	// The verifier maps the victim before the drop, and reads nothing of
-	// it before the file is reused.
-	if !victim.Acquire() {
-		t.Fatal("Acquire")
-	}
-	defer victim.Release()
+	r, _, drop := recycledUnderReader(t)
 	dropped := false
 	rep, err := r.Verify(func(done, total int64) {
-		if dropped {
-			return
-		}
-		dropped = true
-		before := w.Stats().Recycled
-		if _, err := w.DropBefore(segs[2].Base()); err != nil {
-			t.Fatal(err)
-		}
-		// Rolls until the victim's file was reused (made zero).
-		for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+2; {
-			if time.Now().After(deadline) {
-				t.Fatalf("no dropped file reused: %+v", w.Stats())
-			}
-			if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
-				t.Fatal(err)
-			}
+		if !dropped {
+			dropped = true
+			drop()
 		}
 	})
 	if err != nil {
@@ -62,28 +73,9 @@ func TestVerifyReadOnlyBesideRecycledDrop(t *testing.T) {
 // were dropped (ErrTrimmed), never that they are damaged, and go on past
 // the segment.
 func TestReadOnlyReadsBesideRecycledDrop(t *testing.T) {
-	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 6)
-	r := mustOpenRO(t, dir, Options{})
-	segs := *r.segs.Load()
+	r, segs, drop := recycledUnderReader(t)
 	victim := segs[1]
-	if !victim.Acquire() {
-		t.Fatal("Acquire")
-	}
-	defer victim.Release()
-	before := w.Stats().Recycled
-	if _, err := w.DropBefore(segs[2].Base()); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no dropped file reused: %+v", w.Stats())
-		}
-		if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	drop()
 	for off := victim.Base(); off < victim.Next(); off++ {
 		if rec, err := r.Read(off); err == nil {
 			rec.Release()
