@@ -10,28 +10,7 @@ import (
 // still the log's; Records from the segment's base must give them all,
 // not skip the segment as gone.
 func TestAttack10TruncateEvictedSkipsRecords(t *testing.T) {
-	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 6)
-	r := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
-	for off := r.First(); off < r.Next(); off++ {
-		rec, err := r.Read(off)
-		if err != nil {
-			t.Fatalf("Read(%d): %v", off, err)
-		}
-		rec.Release()
-	}
-	if m := r.cfg.Maps.Mapped(); m > 1 {
-		t.Fatalf("%d sealed segments mapped, want 1 at most", m)
-	}
-	// Segment 1 is not the one left mapped: the newest sealed one was
-	// read last.
-	s := (*r.segs.Load())[1]
-	base := s.Base()
-	cut := base + 6
-	if err := w.Truncate(cut); err != nil {
-		t.Fatal(err)
-	}
+	r, base, cut := a10EvictedCut(t)
 	want := base
 	for rec, err := range r.Records(base) {
 		if rec.Offset >= cut {

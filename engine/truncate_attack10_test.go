@@ -111,28 +111,7 @@ func TestAttack10TruncateCopyHidesDamage(t *testing.T) {
 // below the cut is renamed over its name. ReadNext from the segment's
 // base gives every record below the cut.
 func TestAttack10TruncateEvictedReadNext(t *testing.T) {
-	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 6)
-	r := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
-	for off := r.First(); off < r.Next(); off++ {
-		rec, err := r.Read(off)
-		if err != nil {
-			t.Fatalf("Read(%d): %v", off, err)
-		}
-		rec.Release()
-	}
-	if m := r.cfg.Maps.Mapped(); m > 1 {
-		t.Fatalf("%d sealed segments mapped, want 1 at most", m)
-	}
-	// Segment 1 is not the one left mapped: the newest sealed one was
-	// read last.
-	s := (*r.segs.Load())[1]
-	base := s.Base()
-	cut := base + 6
-	if err := w.Truncate(cut); err != nil {
-		t.Fatal(err)
-	}
+	r, base, cut := a10EvictedCut(t)
 	for off := base; off < cut; {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		rec, next, err := r.ReadNext(ctx, off)
@@ -146,4 +125,35 @@ func TestAttack10TruncateEvictedReadNext(t *testing.T) {
 		}
 		off = next
 	}
+}
+
+// a10EvictedCut opens a read-only log of a six-segment log with one
+// mapping, reads every record (so segment 1 is mapped, then evicted), and
+// has the writer cut the tail inside segment 1. It returns the reader,
+// segment 1's base and the cut.
+func a10EvictedCut(t *testing.T) (r *Log, base, cut uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
+	a6Fill(t, w, 6)
+	r = mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
+	for off := r.First(); off < r.Next(); off++ {
+		rec, err := r.Read(off)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", off, err)
+		}
+		rec.Release()
+	}
+	if m := r.cfg.Maps.Mapped(); m > 1 {
+		t.Fatalf("%d sealed segments mapped, want 1 at most", m)
+	}
+	// Segment 1 is not the one left mapped: the newest sealed one was
+	// read last.
+	s := (*r.segs.Load())[1]
+	base = s.Base()
+	cut = base + 6
+	if err := w.Truncate(cut); err != nil {
+		t.Fatal(err)
+	}
+	return r, base, cut
 }
