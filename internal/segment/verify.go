@@ -121,11 +121,6 @@ func (s *Segment) junkAfter(end int64) int64 {
 	return st.Size() - end
 }
 
-// Present reports whether the segment's .log file is still the one it
-// opened under its name (false once its log dropped it: removed, or
-// renamed for reuse).
-func (s *Segment) Present() bool { return s.present() }
-
 // Removed reports whether no file is under the segment's name any more:
 // its log dropped it (removed, or renamed for reuse). A file replaced
 // under the name (a cut's copy) is not removed.
