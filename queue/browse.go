@@ -62,7 +62,7 @@ func Messages(dir string, fn func(Stored) bool) error {
 		head = h.head
 	}
 	var st Status
-	skip, err := readDeletes(dir, head, &st)
+	skip, err := readDeletes(dir, head, &st, nil)
 	if err != nil {
 		return err
 	}

@@ -20,18 +20,33 @@ import (
 //
 // On-disk format: never change, bump the version instead.
 //
-//	version 2 (written):
+//	version 3 (written):
 //	byte  size  field
-//	0     1     version (2)
+//	0     1     version (3)
 //	1     8     head: every message below it is deleted
 //	9     8     end: every offset below it was given to a message
-//	17    4     CRC-32C of bytes 0..16
+//	17    8     deletes from: the delete log holds every record from it on
+//	25    8     deletes durable: its records below it were synced
+//	33    8     receives from: the same of the receive-count log
+//	41    8     receives durable
+//	49    4     CRC-32C of bytes 0..48
 //
+//	version 2 (read): version (2), head (8), end (8), CRC-32C (4).
 //	version 1 (read): version (1), head (8), CRC-32C (4); no end.
+//
+// The side logs' fields say which of their records the queue relies on:
+// those from "from" on may name messages at or above the head (the
+// checkpoint drops no segment above it), and those below "durable" were
+// synced. At open, a side log that starts above "from", or ends below
+// "durable", lost records: damage, reported with how many (see
+// sideLoss). Versions 1 and 2 tell nothing of the side logs: their loss
+// is found only where the logs' own walk finds it.
 const (
 	headName     = "queue.head"
-	headVersion  = 2
-	headSize     = 21
+	headVersion  = 3
+	headSize     = 53
+	headVersion2 = 2
+	headSize2    = 21
 	headVersion1 = 1
 	headSize1    = 13
 )
@@ -40,6 +55,18 @@ const (
 type headState struct {
 	head uint64
 	end  uint64 // 0 in a version 1 file
+	// sides is set when the file records the side logs' spans (version
+	// 3): dels and recvs are zero otherwise.
+	sides bool
+	dels  sideSpan // the delete log
+	recvs sideSpan // the receive-count log (zero when there is none)
+}
+
+// sideSpan is what queue.head records of one of the queue's side logs
+// (the delete log, the receive-count log).
+type sideSpan struct {
+	from    uint64 // the log holds every record from here on
+	durable uint64 // every record below here was synced
 }
 
 func encodeHead(h headState) []byte {
@@ -47,20 +74,34 @@ func encodeHead(h headState) []byte {
 	b[0] = headVersion
 	binary.BigEndian.PutUint64(b[1:], h.head)
 	binary.BigEndian.PutUint64(b[9:], h.end)
+	binary.BigEndian.PutUint64(b[17:], h.dels.from)
+	binary.BigEndian.PutUint64(b[25:], h.dels.durable)
+	binary.BigEndian.PutUint64(b[33:], h.recvs.from)
+	binary.BigEndian.PutUint64(b[41:], h.recvs.durable)
 	return checkpoint.Seal(b)
 }
 
 func decodeHead(b []byte) (headState, error) {
-	if len(b) > 0 && b[0] == headVersion1 {
+	var h headState
+	switch {
+	case len(b) > 0 && b[0] == headVersion1:
 		if err := checkpoint.Check(b, headSize1, headName, headVersion1); err != nil {
 			return headState{}, err
 		}
 		return headState{head: binary.BigEndian.Uint64(b[1:])}, nil
+	case len(b) > 0 && b[0] == headVersion2:
+		if err := checkpoint.Check(b, headSize2, headName, headVersion2); err != nil {
+			return headState{}, err
+		}
+	default:
+		if err := checkpoint.Check(b, headSize, headName, headVersion); err != nil {
+			return headState{}, err
+		}
+		h.sides = true
+		h.dels = sideSpan{from: binary.BigEndian.Uint64(b[17:]), durable: binary.BigEndian.Uint64(b[25:])}
+		h.recvs = sideSpan{from: binary.BigEndian.Uint64(b[33:]), durable: binary.BigEndian.Uint64(b[41:])}
 	}
-	if err := checkpoint.Check(b, headSize, headName, headVersion); err != nil {
-		return headState{}, err
-	}
-	h := headState{head: binary.BigEndian.Uint64(b[1:]), end: binary.BigEndian.Uint64(b[9:])}
+	h.head, h.end = binary.BigEndian.Uint64(b[1:]), binary.BigEndian.Uint64(b[9:])
 	if h.end < h.head {
 		return headState{}, &checkpoint.BadFileError{Name: headName, Why: fmt.Sprintf("end %d below head %d", h.end, h.head)}
 	}
@@ -80,9 +121,8 @@ func readHead(dir string) (headState, error) {
 // checkpointState runs the head checkpoints.
 type checkpointState struct {
 	mu      sync.Mutex // serializes checkpoints; guards the fields below
-	head    uint64     // head in queue.head
-	end     uint64     // end in queue.head
-	written bool       // queue.head holds head and end
+	h       headState  // what queue.head holds
+	written bool       // queue.head holds h, in the version written
 	timer   Timer
 	stopped bool
 	last    int64 // q.now() at the last checkpoint
@@ -121,7 +161,7 @@ func (c *checkpointState) snapshot() (uint64, error) {
 func (q *Queue) scheduleCheckpoint() {
 	q.ck.mu.Lock()
 	defer q.ck.mu.Unlock()
-	q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end})
+	q.ck.shown.Store(&checkpointReport{head: q.ck.h.head, end: q.ck.h.end})
 	if !q.ck.stopped {
 		q.ck.timer = q.clock.AfterFunc(q.opts.CheckpointInterval, q.checkpointTick)
 		q.ck.last = q.now()
@@ -173,7 +213,7 @@ func (q *Queue) noteHead() {
 // held.
 func (q *Queue) settleDrop() {
 	q.ck.early, q.ck.held = false, 0
-	if p, ok := q.log.DropPoint(); ok && p <= q.ck.head {
+	if p, ok := q.log.DropPoint(); ok && p <= q.ck.h.head {
 		q.ck.held = p
 	}
 	q.noteHead()
@@ -225,9 +265,9 @@ func (q *Queue) stopCheckpoints() error {
 	return q.checkpoint()
 }
 
-// checkpoint writes the head and the end to queue.head if either moved,
-// then removes the segments of both logs that lie wholly below the head.
-// Called with q.ck.mu held.
+// checkpoint writes the head, the end and the side logs' spans to
+// queue.head if any of them moved, then removes the segments of the logs
+// that lie wholly below the head. Called with q.ck.mu held.
 //
 // The end bounds the offsets of new messages after a restart: a power
 // failure under SyncNone or SyncInterval can lose the log's unsynced tail,
@@ -242,33 +282,69 @@ func (q *Queue) checkpoint() error {
 	}()
 	_, err := q.moveHeld(false)
 	if serr := q.syncMoved(); serr != nil {
-		q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end, err: serr})
+		q.ck.shown.Store(&checkpointReport{head: q.ck.h.head, end: q.ck.h.end, err: serr})
 		return serr // the head must not pass originals whose copies may be lost
 	}
 	q.mu.Lock()
-	head := q.t.Head()
+	h := headState{head: q.t.Head(), sides: true}
+	h.dels.from, h.recvs.from = q.sideStarts(h.head)
 	held := q.ck.held != 0
 	q.mu.Unlock()
-	end := q.log.Next()
-	if !q.ck.written || head != q.ck.head || end != q.ck.end {
-		err = errors.Join(err, q.writeHead(headState{head: head, end: end}))
+	h.end = q.log.Next()
+	h.dels.durable, h.recvs.durable = q.sidesDurable()
+	if !q.ck.written || h != q.ck.h {
+		err = errors.Join(err, q.writeHead(h))
 	} else if held || q.ck.dropPending {
 		// Nothing moved, but the dedup window held back a segment the
 		// head has left: its ids may have expired since, and an idle
 		// queue would otherwise keep the segment until its next send
 		// or delete.
-		err = errors.Join(err, q.dropBelow(q.ck.head))
+		err = errors.Join(err, q.dropBelow(q.ck.h))
 	}
-	q.ck.shown.Store(&checkpointReport{head: q.ck.head, end: q.ck.end, err: err})
+	q.ck.shown.Store(&checkpointReport{head: q.ck.h.head, end: q.ck.h.end, err: err})
 	return err
 }
 
+// sideStarts returns where the delete log and the receive-count log must
+// start for a checkpoint of head: below it, every record names a message
+// below head. It never goes below what queue.head holds (the segments
+// below that may be gone), unless the log ends below that (it lost its
+// records, which the open reported: its offsets start again). Called
+// with q.mu and q.ck.mu held.
+func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
+	start := func(l *engine.Log, b *deleteBuckets, was uint64) uint64 {
+		next := l.Next()
+		p := b.dropPoint(head, next)
+		if was <= next {
+			p = max(p, was)
+		}
+		return p
+	}
+	dels = start(q.dels, &q.buckets, q.ck.h.dels.from)
+	if q.recvs != nil {
+		recvs = start(q.recvs, &q.recvBuckets, q.ck.h.recvs.from)
+	}
+	return dels, recvs
+}
+
+// sidesDurable returns how far the delete log and the receive-count log
+// are synced.
+func (q *Queue) sidesDurable() (dels, recvs uint64) {
+	if q.recvs != nil {
+		recvs = q.recvs.Durable()
+	}
+	return q.dels.Durable(), recvs
+}
+
+// writeHead writes h to queue.head, then drops what lies below it. The
+// side logs' durable ends are taken again after the delete log's sync.
 func (q *Queue) writeHead(h headState) error {
 	if q.opts.Log.Sync != engine.SyncNone {
 		// Every delete record below head is durable before head is.
 		if err := q.dels.Sync(); err != nil {
 			return err
 		}
+		h.dels.durable, h.recvs.durable = q.sidesDurable()
 	}
 	err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
 	if errors.Is(err, syscall.ENOSPC) && q.releaseSpares() > 0 {
@@ -279,8 +355,8 @@ func (q *Queue) writeHead(h headState) error {
 	if err != nil {
 		return err
 	}
-	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
-	return q.dropBelow(h.head)
+	q.ck.h, q.ck.written = h, true
+	return q.dropBelow(h)
 }
 
 // releaseSpares removes the files the queue's logs, and its dead-letter
@@ -306,30 +382,24 @@ func (q *Queue) fileMode() os.FileMode {
 	return 0o600
 }
 
-// dropBelow removes the delete-log and receive-count-log segments whose
-// records all name messages below the checkpointed head, and the
-// message-log segments whose messages all lie below it and below every
-// record of the dedup window (whose ids must survive a restart).
-func (q *Queue) dropBelow(head uint64) error {
+// dropBelow removes the segments of the delete log and the
+// receive-count log that lie wholly below the starts h records for them,
+// and the message-log segments whose messages all lie below h's head and
+// below every record of the dedup window (whose ids must survive a
+// restart). h is durable in queue.head: no segment goes that it does not
+// let go.
+func (q *Queue) dropBelow(h headState) error {
 	if q.ck.dropPending = q.ck.paused.Load() > 0; q.ck.dropPending {
 		return nil
 	}
-	q.mu.Lock()
-	point := q.buckets.dropPoint(head, q.dels.Next())
-	var rpoint uint64
-	if q.recvs != nil {
-		rpoint = q.recvBuckets.dropPoint(head, q.recvs.Next())
-	}
-	now := q.now()
-	q.mu.Unlock()
-	msgs := head
-	if low, ok := q.dedup.low(now); ok {
+	msgs := h.head
+	if low, ok := q.dedup.low(q.now()); ok {
 		msgs = min(msgs, low)
 	}
-	_, derr := q.dels.DropBefore(point)
+	_, derr := q.dels.DropBefore(h.dels.from)
 	var rerr error
 	if q.recvs != nil {
-		_, rerr = q.recvs.DropBefore(rpoint)
+		_, rerr = q.recvs.DropBefore(h.recvs.from)
 	}
 	_, lerr := q.log.DropBefore(msgs)
 	return errors.Join(derr, rerr, lerr)

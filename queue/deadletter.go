@@ -21,10 +21,46 @@ import (
 // duplicate in the dead letters, never a loss. A timer runs the moves, at
 // once, not the next Receive; a failed move is tried again after
 // moveRetry. Redrive moves dead letters back the same way, the other way
-// round.
+// round, taking only those whose move has ended (see deadMoves).
 
 // moveRetry is how long a failed move waits before it is tried again.
 const moveRetry = time.Second
+
+// deadMoves tracks the moves to the dead letters under way, so that
+// Redrive takes only dead letters whose move has ended: one taken between
+// its append there and its delete here would, after a crash in that
+// window, be in three places (the original, the dead letter, the
+// redriven copy). Guarded by Queue.mu.
+type deadMoves struct {
+	// from holds, per move under way, the dead-letter queue's end when it
+	// began: its dead letters lie at or above it.
+	from []uint64
+	// copied, when not nil, runs in a move once its dead letters are
+	// durable, before its delete records are written here (tests hold a
+	// move in that window with it).
+	copied func()
+}
+
+// begin notes a move that starts now. Called with q.mu held.
+func (m *deadMoves) begin(end uint64) { m.from = append(m.from, end) }
+
+// end forgets the move that began at from. Called with q.mu held.
+func (m *deadMoves) end(from uint64) {
+	if k := slices.Index(m.from, from); k >= 0 {
+		m.from = slices.Delete(m.from, k, k+1)
+	}
+}
+
+// settled returns the dead-letter offset below which no move is under
+// way: end, the dead-letter queue's end now (a move that begins later
+// appends above it), or the start of the oldest move under way. Called
+// with q.mu held.
+func (m *deadMoves) settled(end uint64) uint64 {
+	for _, f := range m.from {
+		end = min(end, f)
+	}
+	return end
+}
 
 // moveItem is one message to move.
 type moveItem struct {
@@ -100,6 +136,16 @@ func (q *Queue) takeDying(closing bool) []moveItem {
 // be appended go back to the dying list for a later try.
 func (q *Queue) runMoves(items []moveItem) {
 	defer q.moves.Done()
+	q.mu.Lock()
+	from := q.dead.log.Next()
+	q.dm.begin(from)
+	hook := q.dm.copied
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		q.dm.end(from)
+		q.mu.Unlock()
+	}()
 	bodies := make([][]byte, len(items))
 	attrs := make([]*engine.Attrs, len(items))
 	var recs []engine.Record
@@ -125,6 +171,9 @@ func (q *Queue) runMoves(items []moveItem) {
 	}
 	for _, r := range recs {
 		r.Release()
+	}
+	if hook != nil {
+		hook()
 	}
 
 	q.mu.Lock()
@@ -203,7 +252,8 @@ func (q *Queue) durable(off uint64) error {
 // new sends, oldest first: each keeps its body and group, starts again at
 // 0 receives, and carries origin = its dead-letter offset. Dead letters in
 // flight (received from the dead-letter queue and not deleted) are not
-// moved, nor those of a group after one in flight. It returns how many it
+// moved, nor those whose move there has not ended (their delete here is
+// not written yet), nor those of a group after one of these. It returns how many it
 // moved; a crash while it runs may leave a message in both queues, never
 // in neither. A queue without a dead-letter queue gets ErrNoDeadLetters.
 func (q *Queue) Redrive(n int) (moved int, err error) {
@@ -216,11 +266,12 @@ func (q *Queue) Redrive(n int) (moved int, err error) {
 		return 0, engine.ErrClosed
 	}
 	q.moves.Add(1)
+	settled := q.dm.settled(q.dead.log.Next())
 	q.mu.Unlock()
 	defer q.moves.Done()
 
 	d := q.dead
-	items, recs, err := d.takeRedrive(n)
+	items, recs, err := d.takeRedrive(n, settled)
 	if len(items) == 0 {
 		return 0, err
 	}
@@ -253,10 +304,11 @@ func (q *Queue) Redrive(n int) (moved int, err error) {
 }
 
 // takeRedrive takes up to n dead letters (n <= 0: all) for Redrive,
-// oldest first, with their records: every message not in flight, not
-// delayed and not dying, and in a group only those before the first that
-// is. They are moving from now on. Called on the dead-letter queue.
-func (q *Queue) takeRedrive(n int) ([]moveItem, []engine.Record, error) {
+// oldest first, with their records: every message below settled (see
+// deadMoves) not in flight, not delayed and not dying, and in a group only
+// those before the first that is not. They are moving from now on. Called
+// on the dead-letter queue.
+func (q *Queue) takeRedrive(n int, settled uint64) ([]moveItem, []engine.Record, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed.Load() {
@@ -300,7 +352,7 @@ func (q *Queue) takeRedrive(n int) ([]moveItem, []engine.Record, error) {
 			break
 		}
 		x := &q.es.e[i]
-		ok := x.state == stReady || x.state == stWaiting
+		ok := (x.state == stReady || x.state == stWaiting) && x.off < settled
 		if x.group >= 0 {
 			ok = ok && !blocked[x.group]
 			if !ok {

@@ -657,10 +657,18 @@ func hCases(t *testing.T, tp *hTemplate) []hCase {
 		b[0] = headVersion
 		binary.BigEndian.PutUint64(b[1:], tp.ckHead)
 		binary.BigEndian.PutUint64(b[9:], tp.ckHead-1)
-		binary.BigEndian.PutUint32(b[17:], crc32c(b[:17]))
+		binary.BigEndian.PutUint32(b[headSize-4:], crc32c(b[:headSize-4]))
 		write(head, b)(t, dir)
 	}))
 	add(hCase{name: "queue.head.tmp left with garbage", damage: write(headName+".tmp", []byte("half a checkpoint"))})
+	add(hCase{name: "queue.head version 2 (valid, no side-log spans)", damage: func(t *testing.T, dir string) {
+		b := make([]byte, headSize2)
+		b[0] = headVersion2
+		binary.BigEndian.PutUint64(b[1:], tp.ckHead)
+		binary.BigEndian.PutUint64(b[9:], tp.ckEnd)
+		binary.BigEndian.PutUint32(b[17:], crc32c(b[:17]))
+		write(head, b)(t, dir)
+	}})
 	add(hCase{name: "queue.head version 1 (valid, no end)", headGone: true, damage: func(t *testing.T, dir string) {
 		b := make([]byte, headSize1)
 		b[0] = headVersion1

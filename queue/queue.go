@@ -119,6 +119,7 @@ type Queue struct {
 	counts      queueCounts
 
 	mv       moveState // moves out of held segments (moved.go)
+	dm       deadMoves // moves to the dead letters under way (deadletter.go)
 	ck       checkpointState
 	recovery Recovery
 	epoch    time.Time // the Clock's time at Open: the queue's time 0 (see now)

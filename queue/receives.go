@@ -2,7 +2,6 @@ package queue
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -71,21 +70,19 @@ func (r *restoredCounts) peek(off uint64) uint32 {
 }
 
 // replayReceives reads the receive-count log: the highest count of each
-// message at or above head, how many good records it read, and why the
-// damaged ones are. each, when not nil, gets every good record's offset
-// in the log and the message offset it names.
-func replayReceives(l *engine.Log, head uint64, each func(at, msg uint64)) ([]counted, int, []string) {
+// message at or above head, how many good records it read, and what it
+// found damaged. each, when not nil, gets every good record's offset in
+// the log and the message offset it names.
+func replayReceives(l *engine.Log, head uint64, each func(at, msg uint64)) ([]counted, int, sideLoss) {
 	counts := map[uint64]uint32{}
 	var n int
-	var damage []string
+	var loss sideLoss
 	for r, err := range l.Records(l.First()) {
 		if err == nil && len(r.Body) != receiveRecordBytes {
 			err = fmt.Errorf("%w: receive-count record %d has %d bytes, want %d", engine.ErrCorrupt, r.Offset, len(r.Body), receiveRecordBytes)
 		}
+		loss.walk(r.Offset, err)
 		if err != nil {
-			if !errors.Is(err, engine.ErrTrimmed) {
-				damage = append(damage, err.Error())
-			}
 			continue
 		}
 		n++
@@ -110,7 +107,8 @@ func replayReceives(l *engine.Log, head uint64, each func(at, msg uint64)) ([]co
 		}
 		return 0
 	})
-	return out, n, damage
+	loss.end(l.Next())
+	return out, n, loss
 }
 
 // appendReceive appends the receive-count record of the hand-out of off

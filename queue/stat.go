@@ -26,16 +26,24 @@ type Status struct {
 	Checkpointed    uint64 // the head queue.head holds (0 when none)
 	CheckpointEnd   uint64 // the end queue.head holds (0 in a version 1 file)
 
-	DeleteRecords int      // good delete records
-	DeleteDamage  []string // damaged delete records (each may redeliver one message)
+	DeleteRecords int // good delete records
+	// DeleteDamage reports the damaged delete records and the ranges of
+	// records the delete log lost; DeletesLost is how many deleted
+	// messages they may bring back (see Recovery.DeletesLost).
+	DeleteDamage []string
+	DeletesLost  uint64
 	// Lost counts messages not deleted whose records the message log no
 	// longer holds (a power failure lost them, or a segment file was
 	// removed): the next Open deletes them and never gives their offsets
 	// to new messages (see Recovery.Lost).
 	Lost uint64
 
-	ReceiveRecords int      // good receive-count records
-	ReceiveDamage  []string // damaged receive-count records
+	ReceiveRecords int // good receive-count records
+	// ReceiveDamage reports the damaged receive-count records and the
+	// ranges of records the log lost; ReceivesLost is how many records
+	// they cover (see Recovery.ReceivesLost).
+	ReceiveDamage []string
+	ReceivesLost  uint64
 	// DeadLetters counts the messages not deleted of the dead-letter queue
 	// in the sibling directory <dir>.dead (0 when there is none).
 	DeadLetters uint64
@@ -82,11 +90,14 @@ func Stat(dir string) (Status, error) {
 	if herr == nil {
 		head = h.head
 	}
-	skip, err := readDeletes(dir, head, &st)
+	spans := func(pick func(headState) sideSpan) func() (sideSpan, bool) {
+		return func() (sideSpan, bool) { return recheckSpan(dir, h, herr, pick) }
+	}
+	skip, err := readDeletes(dir, head, &st, spans(func(h headState) sideSpan { return h.dels }))
 	if err != nil {
 		return st, err
 	}
-	if err := readReceives(dir, head, &st); err != nil {
+	if err := readReceives(dir, head, &st, spans(func(h headState) sideSpan { return h.recvs })); err != nil {
 		return st, err
 	}
 	if ok, _ := IsQueue(DeadLetterPath(dir)); ok {
@@ -146,6 +157,7 @@ func Stat(dir string) (Status, error) {
 	if end > st.Head {
 		st.Messages = end - st.Head - min(st.Deleted, end-st.Head)
 	}
+	st.DeletesLost = min(st.DeletesLost, st.Messages) // as Open counts them
 	// A moved message whose original or older copies are still in the log
 	// (a move the next checkpoint has not passed, a crash in the middle of
 	// one) is one message, deleted when any of its records is.
@@ -171,14 +183,36 @@ func Stat(dir string) (Status, error) {
 	return st, nil
 }
 
+// recheckSpan returns the span of a side log that queue.head records
+// (pick chooses which), for a log Stat has read after it read h (herr
+// its error): false when the file records none. queue.head is read again
+// for the start: the owner drops a side log's segments only below the
+// start of a durable queue.head, so the newer start covers every drop
+// the log showed. The durable end stays the older one, which the log read
+// after it reaches.
+func recheckSpan(dir string, h headState, herr error, pick func(headState) sideSpan) (sideSpan, bool) {
+	if herr != nil || !h.sides {
+		return sideSpan{}, false
+	}
+	span := pick(h)
+	if h2, err := readHead(dir); err == nil && h2.sides {
+		span.from = pick(h2).from
+	}
+	return span, true
+}
+
 // readDeletes replays the delete log of the queue in dir read-only: the
-// deleted offsets at or above head. st gets what it found.
-func readDeletes(dir string, head uint64, st *Status) (*skipSet, error) {
+// deleted offsets at or above head. st gets what it found; span, when not
+// nil, gives what queue.head records of the log (see recheckSpan), asked
+// once the log is read.
+func readDeletes(dir string, head uint64, st *Status, span func() (sideSpan, bool)) (*skipSet, error) {
 	if _, err := os.Stat(filepath.Join(dir, deletesDir)); errors.Is(err, fs.ErrNotExist) {
+		checkGone(&st.DeleteDamage, &st.DeletesLost, "delete log", span)
 		return &skipSet{}, nil // a read-only look creates nothing
 	}
 	dels, err := engine.OpenReadOnly(filepath.Join(dir, deletesDir), engine.Options{})
 	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
+		checkGone(&st.DeleteDamage, &st.DeletesLost, "delete log", span)
 		return &skipSet{}, nil
 	}
 	if err != nil {
@@ -186,19 +220,22 @@ func readDeletes(dir string, head uint64, st *Status) (*skipSet, error) {
 	}
 	defer dels.Close()
 	st.Deletes = dels.Recovery()
-	skip, n, damage := replay(dels, head, nil)
-	st.DeleteRecords, st.DeleteDamage = n, damage
+	skip, n, loss := replay(dels, head, nil)
+	checkSpan(&loss, "delete log", dels, span)
+	st.DeleteRecords, st.DeleteDamage, st.DeletesLost = n, loss.reports, loss.records
 	return skip, nil
 }
 
 // readReceives reads the receive-count log of the queue in dir read-only,
-// if there is one, into st.
-func readReceives(dir string, head uint64, st *Status) error {
+// if there is one, into st (span as readDeletes's).
+func readReceives(dir string, head uint64, st *Status, span func() (sideSpan, bool)) error {
 	if _, err := os.Stat(filepath.Join(dir, receivesDir)); errors.Is(err, fs.ErrNotExist) {
+		checkGone(&st.ReceiveDamage, &st.ReceivesLost, "receive-count log (gone)", span)
 		return nil // a read-only look creates nothing
 	}
 	l, err := engine.OpenReadOnly(filepath.Join(dir, receivesDir), engine.Options{})
 	if errors.Is(err, engine.ErrNoLog) || errors.Is(err, fs.ErrNotExist) {
+		checkGone(&st.ReceiveDamage, &st.ReceivesLost, "receive-count log (gone)", span)
 		return nil
 	}
 	if err != nil {
@@ -206,6 +243,31 @@ func readReceives(dir string, head uint64, st *Status) error {
 	}
 	defer l.Close()
 	st.Receives = l.Recovery()
-	_, st.ReceiveRecords, st.ReceiveDamage = replayReceives(l, head, nil)
+	_, n, loss := replayReceives(l, head, nil)
+	checkSpan(&loss, "receive-count log", l, span)
+	st.ReceiveRecords, st.ReceiveDamage, st.ReceivesLost = n, loss.reports, loss.records
 	return nil
+}
+
+// checkSpan checks the side log l, read, against what queue.head records
+// of it (see sideLoss.check).
+func checkSpan(loss *sideLoss, what string, l *engine.Log, span func() (sideSpan, bool)) {
+	if span == nil {
+		return
+	}
+	first, next := l.First(), l.Next()
+	sp, ok := span()
+	loss.check(what, first, next, sp, ok)
+}
+
+// checkGone checks a side log that is not there at all against what
+// queue.head records of it.
+func checkGone(reports *[]string, records *uint64, what string, span func() (sideSpan, bool)) {
+	if span == nil {
+		return
+	}
+	var loss sideLoss
+	sp, ok := span()
+	loss.check(what, 0, 0, sp, ok)
+	*reports, *records = loss.reports, loss.records
 }

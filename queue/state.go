@@ -37,14 +37,26 @@ type Recovery struct {
 	// first offset: it may redeliver deleted messages, never lose one.
 	CheckpointError error
 
-	DeleteRecords  int      // delete records read from the delete log
-	DeletesApplied int      // of them naming a message at or above the head
-	DeleteDamage   []string // damaged delete records, skipped (each may cause a redelivery)
+	DeleteRecords  int // delete records read from the delete log
+	DeletesApplied int // of them naming a message at or above the head
+	// DeleteDamage reports the damaged delete records, skipped, and the
+	// ranges of records the delete log lost (a segment file removed: one
+	// report may cover hundreds of records). DeletesLost is how many
+	// deleted messages they may bring back: one per record at most (a
+	// record of a range names only offsets whose messages are gone), and
+	// no more than the messages this open found not deleted.
+	DeleteDamage []string
+	DeletesLost  uint64
 
-	ReceiveRecords int      // receive-count records read from the receive-count log
-	ReceiveCounts  int      // messages at or above the head with a receive count
-	ReceiveDamage  []string // damaged receive-count records, skipped (each may cost one more hand-out)
-	DedupIDs       int      // deduplication ids rebuilt from the end of the log
+	ReceiveRecords int // receive-count records read from the receive-count log
+	ReceiveCounts  int // messages at or above the head with a receive count
+	// ReceiveDamage reports the damaged receive-count records, skipped,
+	// and the ranges of records the log lost. ReceivesLost is how many
+	// records they cover: each may cost its message one more hand-out
+	// before it reaches MaxReceives.
+	ReceiveDamage []string
+	ReceivesLost  uint64
+	DedupIDs      int // deduplication ids rebuilt from the end of the log
 
 	// Lost counts messages not deleted whose records the message log no
 	// longer holds (its unsynced tail was lost in a power failure under
@@ -95,19 +107,29 @@ func (q *Queue) restore() error {
 		}
 	}
 	h := q.startHead()
-	skip := q.replayDeletes(h.head)
+	skip := q.replayDeletes(h)
 	if err := q.skipLost(h, skip); err != nil {
 		return err
+	}
+	if rec.DeletesLost > 0 {
+		// No more can come back than the messages found not deleted.
+		rec.DeletesLost = min(rec.DeletesLost, q.log.Next()-min(q.log.Next(), h.head+skip.count()))
 	}
 	q.t = inflight.New(max(h.head, q.log.First()))
 	q.es = newEntries()
 	q.skip = skip
+	var loss sideLoss
 	if q.recvs != nil {
 		rec.Receives = q.recvs.Recovery()
-		counts, n, damage := replayReceives(q.recvs, q.t.Head(), q.recvBuckets.add)
+		var counts []counted
+		counts, rec.ReceiveRecords, loss = replayReceives(q.recvs, q.t.Head(), q.recvBuckets.add)
 		q.restored.c = counts
-		rec.ReceiveRecords, rec.ReceiveCounts, rec.ReceiveDamage = n, len(counts), damage
+		rec.ReceiveCounts = len(counts)
+		loss.check("receive-count log", q.recvs.First(), q.recvs.Next(), h.recvs, h.sides)
+	} else {
+		loss.check("receive-count log (gone)", 0, 0, h.recvs, h.sides)
 	}
+	rec.ReceiveDamage, rec.ReceivesLost = loss.reports, loss.records
 	if err := q.skipAhead(); err != nil {
 		return err
 	}
@@ -131,30 +153,34 @@ func (q *Queue) startHead() headState {
 		return headState{head: first}
 	}
 	rec.HeadFrom = "checkpoint"
-	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
+	// A queue.head of an older version is written again, with the side
+	// logs' spans, at the next checkpoint.
+	q.ck.h, q.ck.written = h, h.sides
 	return h // a head below the log's first offset: see skipLost
 }
 
 // replayDeletes reads the delete log and returns the deleted offsets at or
-// above head. Damaged records are reported and stepped over: losing one
-// only redelivers its message (the delete log is a Log, whose recovery
-// never cuts damage followed by a whole record).
-func (q *Queue) replayDeletes(head uint64) *skipSet {
+// above h's head. Damaged records are reported and stepped over: losing
+// one only redelivers its message (the delete log is a Log, whose
+// recovery never cuts damage followed by a whole record), and so are the
+// records h says the log holds and it does not.
+func (q *Queue) replayDeletes(h headState) *skipSet {
 	rec := &q.recovery
-	skip, n, damage := replay(q.dels, head, q.buckets.add)
-	rec.DeleteRecords, rec.DeleteDamage = n, damage
+	skip, n, loss := replay(q.dels, h.head, q.buckets.add)
+	loss.check("delete log", q.dels.First(), q.dels.Next(), h.dels, h.sides)
+	rec.DeleteRecords, rec.DeleteDamage, rec.DeletesLost = n, loss.reports, loss.records
 	rec.DeletesApplied = int(skip.count())
 	return skip
 }
 
 // replay reads the delete log dels and returns the deleted offsets at or
-// above head, how many records it read and why the damaged ones are. each,
+// above head, how many records it read and what it found damaged. each,
 // when not nil, gets every good record's offset in the delete log and the
 // highest message offset it names.
-func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet, int, []string) {
+func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet, int, sideLoss) {
 	skip := &skipSet{}
 	var n int
-	var damage []string
+	var loss sideLoss
 	for r, err := range dels.Records(dels.First()) {
 		var from, to uint64
 		if err == nil {
@@ -171,10 +197,8 @@ func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet
 				err = fmt.Errorf("%w: delete record %d has %d bytes, want %d or %d", engine.ErrCorrupt, r.Offset, len(r.Body), deleteRecordBytes, deleteRangeBytes)
 			}
 		}
+		loss.walk(r.Offset, err)
 		if err != nil {
-			if !errors.Is(err, engine.ErrTrimmed) {
-				damage = append(damage, err.Error())
-			}
 			continue
 		}
 		n++
@@ -183,7 +207,8 @@ func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet
 		}
 		skip.add(max(from, head), to)
 	}
-	return skip, n, damage
+	loss.end(dels.Next())
+	return skip, n, loss
 }
 
 // skipLost handles offsets that were given to messages but that the

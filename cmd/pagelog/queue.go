@@ -550,6 +550,7 @@ func queueStatusLines(st queue.Status) []keyValue {
 		{"delete_records", st.DeleteRecords}, {"damaged_delete_records", len(st.DeleteDamage)},
 		{"lost_offsets", st.Lost},
 		{"receive_records", st.ReceiveRecords}, {"damaged_receive_records", len(st.ReceiveDamage)},
+		{"deletes_lost", st.DeletesLost}, {"receives_lost", st.ReceivesLost},
 		{"dead_letters", st.DeadLetters},
 	}
 }

@@ -611,8 +611,8 @@ func TestHostileQueueExitCodes(t *testing.T) {
 // TestHostileQueueReadersBesideDeleter: `queue stats` and `verify` beside a
 // process that sends, receives and deletes as fast as it can, with head
 // checkpoints every 2 ms dropping segments of both logs: every run exits 0
-// and reports no damage and no lost offsets (nothing was lost: the queue
-// is healthy), and stats never shows a head beyond the end.
+// and reports no damage, no lost records and no lost offsets (nothing was
+// lost: the queue is healthy), and stats never shows a head beyond the end.
 func TestHostileQueueReadersBesideDeleter(t *testing.T) {
 	if dir := os.Getenv("PAGELOG_HOSTILE_DELETER_DIR"); dir != "" {
 		hqDeleterChild(dir)
@@ -648,7 +648,7 @@ func TestHostileQueueReadersBesideDeleter(t *testing.T) {
 		}
 		var end, head uint64
 		fmt.Sscanf(r.stdout[strings.Index(r.stdout, "end "):], "end %d\nhead %d", &end, &head)
-		if r.code != 0 || strings.Contains(r.stdout, "NOT healthy") || regexp.MustCompile(`(damaged_delete_records|lost_offsets)[: ]+[1-9]`).MatchString(r.stdout) ||
+		if r.code != 0 || strings.Contains(r.stdout, "NOT healthy") || regexp.MustCompile(`(damaged_delete_records|damaged_receive_records|deletes_lost|receives_lost|lost_offsets)[: ]+[1-9]`).MatchString(r.stdout) ||
 			(args[0] == "queue" && (!strings.Contains(r.stdout, `checkpoint_error "none"`) || head > end)) {
 			bad++
 			t.Errorf("pagelog %s beside a deleter (run %d): exit %d\nstdout:\n%s\nstderr: %s", strings.Join(args[:2], " "), runs, r.code, r.stdout, r.stderr)

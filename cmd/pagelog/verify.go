@@ -19,8 +19,9 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("verify", "--dir D",
 		"Checks every record (checksum and id) and both indexes of every segment,\n"+
 			"and prints a report with what opening the log found. On a queue's\n"+
-			"directory it also reports what queue.head and the delete log say (lines\n"+
-			"starting with \"queue\") and verifies the delete log. Exits 0 when all is\n"+
+			"directory it also reports what queue.head, the delete log and the\n"+
+			"receive-count log say (lines starting with \"queue\"), with the records\n"+
+			"they lost, and verifies the delete log. Exits 0 when all is\n"+
 			"healthy, 1 otherwise, naming the first damaged record. Opens everything\n"+
 			"read-only.", stderr)
 	dir := fs.String("dir", "", "log `directory`")
@@ -65,8 +66,10 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // verifyQueue prints what the files of the queue in dir say (queue.head,
-// the delete log) and verifies the delete log. It reports whether all is
-// well.
+// the delete log, the receive-count log: their damaged records and the
+// ranges of records queue.head says they hold and they lost, with how
+// many messages that may bring back) and verifies the delete log. It
+// reports whether all is well.
 func verifyQueue(w io.Writer, dir string) bool {
 	st, err := queue.Stat(dir)
 	if err != nil {
@@ -79,7 +82,16 @@ func verifyQueue(w io.Writer, dir string) bool {
 	for _, d := range st.DeleteDamage {
 		fmt.Fprintf(w, "queue damaged delete record (its message may be handed out again): %s\n", d)
 	}
-	healthy := st.CheckpointError == nil && len(st.DeleteDamage) == 0 && st.Lost == 0
+	if st.DeletesLost > 0 {
+		fmt.Fprintf(w, "queue delete log damage: up to %d deleted messages may be handed out again\n", st.DeletesLost)
+	}
+	for _, d := range st.ReceiveDamage {
+		fmt.Fprintf(w, "queue damaged receive-count record (its message may be handed out once more): %s\n", d)
+	}
+	if st.ReceivesLost > 0 {
+		fmt.Fprintf(w, "queue receive-count log damage: up to %d more hand-outs before messages reach MaxReceives\n", st.ReceivesLost)
+	}
+	healthy := st.CheckpointError == nil && len(st.DeleteDamage) == 0 && len(st.ReceiveDamage) == 0 && st.Lost == 0
 	dels, err := engine.OpenReadOnly(filepath.Join(dir, "deletes"), engine.Options{})
 	if err != nil {
 		fmt.Fprintf(w, "queue delete log: %v\n", err)

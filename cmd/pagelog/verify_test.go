@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 func TestVerifyHealthy(t *testing.T) {
@@ -131,5 +132,85 @@ func TestReadOnlyCommandsChangeNothing(t *testing.T) {
 	// The writer still works.
 	if off, err := l.Append([]byte("later")); err != nil || off != 151 {
 		t.Fatal(off, err)
+	}
+}
+
+// TestVerifyQueueMissingSideSegmentIsNotHealthy removes the first segment
+// of a queue's delete log, or of its receive-count log, whose records all
+// name messages at or above the head: verify says the queue is not
+// healthy and how many messages the loss may bring back, and queue stats
+// counts it.
+func TestVerifyQueueMissingSideSegmentIsNotHealthy(t *testing.T) {
+	for _, side := range []struct{ sub, line, stat string }{
+		{"deletes", "up to %d deleted messages may be handed out again", "deletes_lost"},
+		{"receives", "up to %d more hand-outs", "receives_lost"},
+	} {
+		t.Run(side.sub, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "q")
+			q, err := queue.Open(dir, queue.Options{Log: engine.Options{SegmentBytes: 4096}, MaxReceives: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies := make([][]byte, 1000)
+			for i := range bodies {
+				bodies[i] = fmt.Appendf(nil, "verify-%04d", i)
+			}
+			if _, err := q.SendBatch(bodies); err != nil {
+				t.Fatal(err)
+			}
+			var offs []uint64
+			for {
+				m, ok, err := q.TryReceive()
+				if err != nil || !ok {
+					break
+				}
+				offs = append(offs, m.Offset)
+			}
+			if len(offs) != len(bodies) {
+				t.Fatalf("received %d of %d", len(offs), len(bodies))
+			}
+			if err := q.DeleteBatch(offs[1:]); err != nil { // the first keeps the head at 0
+				t.Fatal(err)
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if r := runCmd(t, "", "verify", "--dir", dir); r.code != 0 {
+				t.Fatalf("verify of the undamaged queue: exit %d\n%s", r.code, r.stdout)
+			}
+
+			sdir := filepath.Join(dir, side.sub)
+			segs, _ := filepath.Glob(filepath.Join(sdir, "*.log"))
+			if len(segs) < 2 {
+				t.Fatalf("%s has %d segments", side.sub, len(segs))
+			}
+			l, err := engine.OpenReadOnly(sdir, engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost := 0
+			for ri := range l.Inspect(l.First()) {
+				if filepath.Join(sdir, ri.Segment) == segs[0] {
+					lost++
+				}
+			}
+			l.Close()
+			base := strings.TrimSuffix(segs[0], ".log")
+			for _, suffix := range []string{".log", ".index", ".timeindex"} {
+				os.Remove(base + suffix)
+			}
+
+			r := runCmd(t, "", "verify", "--dir", dir)
+			if r.code != 1 || !strings.Contains(r.stdout, "queue NOT healthy") {
+				t.Errorf("verify without the first %s segment: exit %d, want 1 and NOT healthy\n%s", side.sub, r.code, r.stdout)
+			}
+			if want := fmt.Sprintf(side.line, lost); !strings.Contains(r.stdout, want) {
+				t.Errorf("verify does not say %q:\n%s", want, r.stdout)
+			}
+			s := mustRun(t, "", "queue", "stats", "--dir", dir)
+			if want := fmt.Sprintf("%s %d\n", side.stat, lost); !strings.Contains(s.stdout, want) {
+				t.Errorf("queue stats does not say %q:\n%s", want, s.stdout)
+			}
+		})
 	}
 }
