@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
 	"github.com/pagelog/pagelog/raftstore"
 )
@@ -235,8 +236,9 @@ func (n *Node) apply(ctx context.Context, cmd []byte) (any, error) {
 // Send sends msgs through raft and returns the first one's id (they get
 // consecutive ids). It returns once the send is committed (on a quorum's
 // disks) and applied to this node's queue. An error other than a
-// NotLeaderError or a refusal of the content (too large, bad group)
-// leaves the outcome unknown: the send may yet be committed.
+// NotLeaderError or a refusal of the content (engine.ErrTooLarge,
+// engine.ErrInvalidAttrs for a bad group, engine.ErrBadOptions for a due
+// time more than queue.MaxDelay ahead) leaves the outcome unknown: the send may yet be committed.
 func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -247,7 +249,7 @@ func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 	limit := time.Now().Add(queue.MaxDelay).UnixMilli()
 	for i, m := range msgs {
 		if m.Due < 0 || m.Due > limit {
-			return 0, fmt.Errorf("rqueue: message %d: due time %d out of range (now to %v ahead)", i, m.Due, queue.MaxDelay)
+			return 0, fmt.Errorf("%w: rqueue: message %d: due time %d out of range (now to %v ahead)", engine.ErrBadOptions, i, m.Due, queue.MaxDelay)
 		}
 	}
 	resp, err := n.apply(ctx, encodeSend(msgs))

@@ -45,6 +45,7 @@ log and vote, snapshots, the local queue), and an HTTP API on --http:
 
   POST /send        {"body":"text"} or {"body64":"..."}, optional "delay", "group";
                     or {"messages":[...]}                  -> {"ids":[...]}
+                    ("delay" at most queue.MaxDelay, 8760h: one year)
   POST /receive     ?wait=5s  (leader only)                -> {"id","body","receives","deadline"} or 204
   POST /delete      {"ids":[...]}                          -> {"deleted":N}
   POST /visibility  {"id":N,"timeout":"30s"}               -> {}

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pagelog/pagelog/queue"
 )
 
 func TestFlags(t *testing.T) {
@@ -32,8 +35,9 @@ func TestFlags(t *testing.T) {
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "POST /send") {
-		t.Errorf("--help: exit %d, %q", code, errb.String())
+	if code := run([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "POST /send") ||
+		!strings.Contains(errb.String(), fmt.Sprintf("%.0fh", queue.MaxDelay.Hours())) {
+		t.Errorf("--help: exit %d, %q; want the routes and queue.MaxDelay", code, errb.String())
 	}
 	// An HTTP address in use is an error before raft starts: nothing is
 	// created in the node's directory.
