@@ -40,6 +40,9 @@ import (
 // largest message (base64, in its JSON) is 413, as is a message over the
 // node's limit. Every error a client's request causes is a 4xx.
 
+// MaxWait is the longest wait of a receive (POST /receive?wait=).
+const MaxWait = time.Hour
+
 // Max bytes of a request body: the largest message, base64, and its JSON.
 func (n *Node) maxRequest() int64 { return int64(n.fsm.max)*4/3 + 1<<20 }
 
@@ -103,7 +106,11 @@ func (n *Node) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &nl) {
 		e := apiError{Error: err.Error(), LeaderID: nl.LeaderID, LeaderRaft: nl.LeaderRaft, LeaderHTTP: nl.LeaderHTTP}
 		if nl.LeaderHTTP != "" && nl.LeaderID != n.cfg.ID {
-			w.Header().Set("Location", "http://"+nl.LeaderHTTP+r.URL.RequestURI())
+			scheme := "http://"
+			if r.TLS != nil { // every node serves the same way
+				scheme = "https://"
+			}
+			w.Header().Set("Location", scheme+nl.LeaderHTTP+r.URL.RequestURI())
 			writeJSON(w, http.StatusTemporaryRedirect, e)
 			return
 		}
@@ -223,8 +230,8 @@ func (n *Node) handleReceive(w http.ResponseWriter, r *http.Request) {
 	wait := time.Duration(0)
 	if s := r.URL.Query().Get("wait"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > time.Hour {
-			n.fail(w, r, fmt.Errorf("%w: wait %q: a duration in [0, 1h]", errBadRequest, s))
+		if err != nil || d < 0 || d > MaxWait {
+			n.fail(w, r, fmt.Errorf("%w: wait %q: a duration in [0, %v]", errBadRequest, s, MaxWait))
 			return
 		}
 		wait = d

@@ -40,6 +40,11 @@ type Config struct {
 	// may bootstrap with the same Peers.
 	Peers     []raft.Server
 	Bootstrap bool
+	// CheckPeers, with Peers, makes Start fail with ErrPeersChanged for a
+	// node that has raft state whose stored configuration is not Peers
+	// (raft ignores Peers then: a node given new addresses would keep the
+	// old ones and, when its own moved, never reach the others).
+	CheckPeers bool
 	// Queue configures the local queue (see NewFSM for what is refused).
 	Queue queue.Options
 	// Raft, when set, adjusts raft's configuration (timeouts, snapshot
@@ -143,11 +148,11 @@ func Start(c Config) (*Node, error) {
 		c.Raft(conf)
 	}
 	conf.NotifyCh = n.notify
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return nil, err
+	}
 	if c.Bootstrap {
-		has, err := raft.HasExistingState(n.store, n.store, snaps)
-		if err != nil {
-			return nil, err
-		}
 		if !has {
 			peers := c.Peers
 			if len(peers) == 0 {
@@ -161,6 +166,19 @@ func Start(c Config) (*Node, error) {
 	}
 	if n.raft, err = raft.NewRaft(conf, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
 		return nil, err
+	}
+	if has && c.CheckPeers && len(c.Peers) > 0 {
+		// NewRaft read the configuration from the snapshot and the log;
+		// no election starts before a heartbeat timeout.
+		f := n.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			_ = n.raft.Shutdown().Error()
+			return nil, err
+		}
+		if err := checkPeers(c.Dir, f.Configuration().Servers, c.Peers); err != nil {
+			_ = n.raft.Shutdown().Error()
+			return nil, err
+		}
 	}
 	started = true
 	n.watch.Add(1)
