@@ -8,8 +8,10 @@
 //
 // Every node is started with the same --peers; a node with no raft state
 // yet bootstraps the cluster with them (raft allows every node to do so
-// with the same configuration). The routes are those of rqueue's
-// Node.Handler.
+// with the same configuration); a node with state refuses --peers that
+// disagree with its stored configuration. The routes are those of rqueue's
+// Node.Handler, behind the timeouts, connection bound, TLS and bearer token
+// of internal/httpserve (none of which authenticates anyone by default).
 package main
 
 import (
@@ -59,6 +61,15 @@ A follower redirects (307) the first four to the leader once it is known.
 Sends and deletes return once committed by a majority; in-flight deadlines
 live on the leader only: when it fails, its messages in flight are handed
 out again by the next one (at-least-once).
+
+Nothing is authenticated by default: anyone who reaches --http can send,
+receive and delete, anyone who reaches raft's port can speak raft to the
+node. Keep raft's addresses on a network only the nodes reach; for the
+HTTP API use --tls-cert/--tls-key (HTTPS), --client-ca (mutual TLS) and
+--token-file (every POST needs "Authorization: Bearer TOKEN", else 401).
+--peers is read only by a node without raft state; a node whose --peers
+disagree with the configuration it stored refuses to start, naming both
+(raftstore/README.md says how to change addresses).
 
 flags:
 `
