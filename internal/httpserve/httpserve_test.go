@@ -64,8 +64,11 @@ func TestLoadRefusesBadOptions(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	spaced := filepath.Join(dir, "spaced")
-	os.WriteFile(empty, []byte(" \n"), 0o600)
-	os.WriteFile(spaced, []byte("two words\n"), 0o600)
+	for path, content := range map[string]string{empty: " \n", spaced: "two words\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, o := range []Options{
 		{ReadTimeout: -time.Second},
 		{MaxConns: -1},
