@@ -39,13 +39,14 @@ var allowed = map[string]rule{
 	"inflight":            {},
 	"internal/checkpoint": {},
 	"internal/stopwatch":  {testSys: true}, // the benchmarks' per-operation timer
+	"internal/httpserve":  {},              // what the two servers share: timeouts, connection bound, TLS, token
 	"sparseidx":           {internal: []string{"warmsearch"}},
 	"mmapfile":            {sys: true},
 	"internal/addrspace":  {sys: true},
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
 	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "mmapfile", "sparseidx"}, sys: true},
 	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint"}, testSys: true},
-	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch"}, sys: true},
+	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
 	// module (bench/peers).

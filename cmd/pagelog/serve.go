@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/httpserve"
 )
 
 // `pagelog serve` writes the Prometheus text format itself: the library's
@@ -32,7 +33,7 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if rest, ok := raftArgs(args); ok {
 		return serveRaft(rest, stdin, stdout, stderr)
 	}
-	fs := newFlags("serve", "--dir D [--listen ADDR] [--name N]",
+	fs := newFlags("serve", "--dir D [--listen ADDR] [--name N] [--tls-cert F --tls-key F] [--token-file F]",
 		"Serves the figures of the log or queue in D as Prometheus metrics on\n"+
 			"http://ADDR/metrics, read from D's files at each scrape beside the process\n"+
 			"that has it open (no lock is taken, nothing is written), until interrupted.\n"+
@@ -44,14 +45,24 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			"The counters that only the owning process knows (appends, reads, syncs,\n"+
 			"receives, redeliveries) and the in-flight split of the depth are exported\n"+
 			"by the metrics module's collectors registered in that process.\n"+
+			"It listens on 127.0.0.1 unless --listen names another address, and\n"+
+			"authenticates no one unless told to: --tls-cert and --tls-key serve\n"+
+			"HTTPS, --client-ca asks clients for a certificate signed by that CA, and\n"+
+			"--token-file makes scrapes carry Authorization: Bearer TOKEN (401 without).\n"+
 			"With --raft it runs one node of a replicated queue instead: the command\n"+
 			raftNodeCommand+" with the other flags (`pagelog serve --raft --help`).", stderr)
 	dir := fs.String("dir", "", "log or queue `directory`")
-	listen := fs.String("listen", ":8080", "`address` to listen on (host:port)")
+	listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on (host:port; \":8080\" for every interface)")
 	name := fs.String("name", "", "value of the log and queue labels (default: D's base name)")
 	fs.Bool("raft", false, "run one node of a replicated queue ("+raftNodeCommand+"), passing it the other flags")
+	var web httpserve.Options
+	web.AddFlags(fs)
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
+	}
+	setup, err := httpserve.Load(web)
+	if err != nil {
+		return usageError(fs, "%v", err)
 	}
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
@@ -75,10 +86,10 @@ func runServe(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(stderr, "serve", err)
 	}
-	fmt.Fprintf(stdout, "serving http://%s/metrics for %s\n", ln.Addr(), *dir)
+	fmt.Fprintf(stdout, "serving %s://%s/metrics for %s\n", setup.Scheme(), ln.Addr(), *dir)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := serveMetrics(ctx, ln, *dir, *name, stderr); err != nil {
+	if err := serveMetrics(ctx, setup, ln, *dir, *name, stderr); err != nil {
 		return fail(stderr, "serve", err)
 	}
 	return 0
@@ -160,9 +171,10 @@ func serveRaft(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-// serveMetrics serves /metrics on ln until ctx is done, then waits up to
-// 5 s for the scrapes under way. Scrapes run one at a time.
-func serveMetrics(ctx context.Context, ln net.Listener, dir, name string, errLog io.Writer) error {
+// serveMetrics serves /metrics on ln as setup says (timeouts, connection
+// bound, TLS, token) until ctx is done, then waits up to 5 s for the
+// scrapes under way. Scrapes run one at a time.
+func serveMetrics(ctx context.Context, setup *httpserve.Setup, ln net.Listener, dir, name string, errLog io.Writer) error {
 	var mu sync.Mutex
 	sc := &scraper{dir: dir}
 	defer func() {
@@ -199,7 +211,7 @@ func serveMetrics(ctx context.Context, ln net.Listener, dir, name string, errLog
 			w.Write(b.Bytes())
 		}
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := setup.Server(mux)
 	done := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
@@ -207,7 +219,7 @@ func serveMetrics(ctx context.Context, ln net.Listener, dir, name string, errLog
 		defer cancel()
 		done <- srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(setup.Listener(ln)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return <-done

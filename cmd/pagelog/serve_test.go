@@ -13,12 +13,24 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/httpserve"
 )
 
 // startServe serves dir's metrics on a loopback port until the test ends;
 // it returns the base URL.
 func startServe(t *testing.T, dir, name string) (string, *syncBuffer) {
 	t.Helper()
+	return startServeWith(t, httpserve.Options{}, dir, name)
+}
+
+// startServeWith is startServe with the server's options o.
+func startServeWith(t *testing.T, o httpserve.Options, dir, name string) (string, *syncBuffer) {
+	t.Helper()
+	setup, err := httpserve.Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +38,7 @@ func startServe(t *testing.T, dir, name string) (string, *syncBuffer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var errLog syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- serveMetrics(ctx, ln, dir, name, &errLog) }()
+	go func() { done <- serveMetrics(ctx, setup, ln, dir, name, &errLog) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -214,5 +226,45 @@ func TestServeCommand(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM: %v; stderr %q", err, stderr.String())
+	}
+}
+
+// serve listens on the loopback interface unless told otherwise.
+func TestServeListensOnLoopbackByDefault(t *testing.T) {
+	r := runCmd(t, "", "serve", "--help")
+	if r.code != 0 || !strings.Contains(r.stderr, "(default 127.0.0.1:8080)") {
+		t.Fatalf("serve --help: exit %d, want the default --listen 127.0.0.1:8080:\n%s", r.code, r.stderr)
+	}
+}
+
+// With --token-file, a scrape without the token is refused with 401.
+func TestServeTokenGuardsMetrics(t *testing.T) {
+	dir := t.TempDir()
+	logDir := filepath.Join(dir, "log")
+	logOf(t, logDir, 1, 1, 0)
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("scrape-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := startServeWith(t, httpserve.Options{TokenFile: tokenFile}, logDir, "log")
+	if code, h, _ := get(t, "GET", url+"/metrics"); code != http.StatusUnauthorized || h.Get("WWW-Authenticate") == "" {
+		t.Errorf("scrape without the token: %d %v, want 401 with WWW-Authenticate", code, h)
+	}
+	req, err := http.NewRequest("GET", url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer scrape-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("scrape with the token: %d", resp.StatusCode)
+	}
+	if r := runCmd(t, "", "serve", "--dir", logDir, "--listen", "127.0.0.1:0", "--token-file", filepath.Join(dir, "missing")); r.code != 2 ||
+		!strings.Contains(r.stderr, "--token-file") {
+		t.Errorf("serve with a missing --token-file: exit %d, %q", r.code, r.stderr)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -18,7 +19,8 @@ import (
 // The HTTP API (JSON in and out; every error is {"error": "..."}):
 //
 //	POST /send        {"body": "text"} or {"body64": "base64"}, with optional
-//	                  "delay" ("1.5s") and "group"; or {"messages": [those]}
+//	                  "delay" ("1.5s", at most queue.MaxDelay) and "group";
+//	                  or {"messages": [those]}
 //	                  -> 200 {"ids": [1, 2]}
 //	POST /receive     ?wait=5s (default 0: do not wait)
 //	                  -> 200 {"id", "body" or "body64", "receives", "deadline", "group"}
@@ -33,6 +35,13 @@ import (
 // -L follows it), else 503 with the leader's id and raft address. A send
 // or delete whose outcome is unknown (raft's timeout, a leadership lost
 // while it waited) gets 503 with "unknown": true: it may yet be committed.
+//
+// A request body is one JSON value (data after it is a 400); one over the
+// largest message (base64, in its JSON) is 413, as is a message over the
+// node's limit. Every error a client's request causes is a 4xx.
+
+// MaxWait is the longest wait of a receive (POST /receive?wait=).
+const MaxWait = time.Hour
 
 // Max bytes of a request body: the largest message, base64, and its JSON.
 func (n *Node) maxRequest() int64 { return int64(n.fsm.max)*4/3 + 1<<20 }
@@ -97,7 +106,11 @@ func (n *Node) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &nl) {
 		e := apiError{Error: err.Error(), LeaderID: nl.LeaderID, LeaderRaft: nl.LeaderRaft, LeaderHTTP: nl.LeaderHTTP}
 		if nl.LeaderHTTP != "" && nl.LeaderID != n.cfg.ID {
-			w.Header().Set("Location", "http://"+nl.LeaderHTTP+r.URL.RequestURI())
+			scheme := "http://"
+			if r.TLS != nil { // every node serves the same way
+				scheme = "https://"
+			}
+			w.Header().Set("Location", scheme+nl.LeaderHTTP+r.URL.RequestURI())
 			writeJSON(w, http.StatusTemporaryRedirect, e)
 			return
 		}
@@ -124,13 +137,25 @@ func (n *Node) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 var errBadRequest = errors.New("rqueue: bad request")
 
+// decode reads the request's body, one JSON value and nothing after it
+// but white space, into v. A body over maxRequest is engine.ErrTooLarge
+// (413), anything else wrong errBadRequest (400).
 func (n *Node) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, n.maxRequest()))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %v", errBadRequest, err)
+	err := dec.Decode(v)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return nil
+		} else if err == nil {
+			err = errors.New("data after the JSON value")
+		}
 	}
-	return nil
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return fmt.Errorf("%w: request body over %d bytes", engine.ErrTooLarge, tooLarge.Limit)
+	}
+	return fmt.Errorf("%w: %v", errBadRequest, err)
 }
 
 func (it sendItem) outgoing(now time.Time) (Outgoing, error) {
@@ -151,8 +176,8 @@ func (it sendItem) outgoing(now time.Time) (Outgoing, error) {
 	}
 	if it.Delay != "" {
 		d, err := time.ParseDuration(it.Delay)
-		if err != nil || d < 0 {
-			return m, fmt.Errorf("%w: delay %q: a duration such as 1.5s, not negative", errBadRequest, it.Delay)
+		if err != nil || d < 0 || d > queue.MaxDelay {
+			return m, fmt.Errorf("%w: delay %q: a duration such as 1.5s, in [0, %v]", errBadRequest, it.Delay, queue.MaxDelay)
 		}
 		if d > 0 {
 			m.Due = now.Add(d).UnixMilli() + 1 // rounded up: never before the delay
@@ -205,8 +230,8 @@ func (n *Node) handleReceive(w http.ResponseWriter, r *http.Request) {
 	wait := time.Duration(0)
 	if s := r.URL.Query().Get("wait"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > time.Hour {
-			n.fail(w, r, fmt.Errorf("%w: wait %q: a duration in [0, 1h]", errBadRequest, s))
+		if err != nil || d < 0 || d > MaxWait {
+			n.fail(w, r, fmt.Errorf("%w: wait %q: a duration in [0, %v]", errBadRequest, s, MaxWait))
 			return
 		}
 		wait = d
@@ -267,8 +292,8 @@ func (n *Node) handleVisibility(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := time.ParseDuration(req.Timeout)
-	if err != nil {
-		n.fail(w, r, fmt.Errorf("%w: timeout %q: %v", errBadRequest, req.Timeout, err))
+	if err != nil || d < 0 || d > queue.MaxVisibility {
+		n.fail(w, r, fmt.Errorf("%w: timeout %q: a duration such as 30s, in [0, %v]", errBadRequest, req.Timeout, queue.MaxVisibility))
 		return
 	}
 	if err := n.ChangeVisibility(req.ID, d); err != nil {

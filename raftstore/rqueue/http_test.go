@@ -1,8 +1,10 @@
 package rqueue
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -149,5 +152,58 @@ func TestHTTPAPI(t *testing.T) {
 	}
 	if err := n.Close(); err != ErrClosed {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+// A request body holds one JSON value: anything after it but white space
+// is refused with 400, and nothing of it is done.
+func TestHTTPRejectsTrailingData(t *testing.T) {
+	n, srv := oneNode(t)
+	var ids struct{ IDs []uint64 }
+	if c := call(t, srv, "POST", "/send", `{"body":"kept"}`+"\n \t", &ids); c != 200 || len(ids.IDs) != 1 {
+		t.Fatalf("send with trailing white space: %d %v", c, ids)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/send", `{"body":"x"}{"body":"y"}`},
+		{"/send", `{"body":"x"} y`},
+		{"/send", `{"messages":[{"body":"x"}]}[]`},
+		{"/delete", `{"ids":[1]}{"ids":[2]}`},
+		{"/delete", `{"ids":[1]} 2`},
+		{"/visibility", `{"id":1,"timeout":"0s"}{}`},
+	} {
+		if code := call(t, srv, "POST", c.path, c.body, nil); code != 400 {
+			t.Errorf("POST %s %s: %d, want 400", c.path, c.body, code)
+		}
+	}
+	if st := n.Status(); st.Messages != 1 || st.NextID != 2 {
+		t.Errorf("after the refused requests: %d messages, next id %d; want 1 and 2", st.Messages, st.NextID)
+	}
+}
+
+// Client errors answer 4xx, never 500: a delay beyond queue.MaxDelay is a
+// bad request, and a request body over the limit is 413 whatever its size.
+func TestHTTPClientErrorCodes(t *testing.T) {
+	n, srv := oneNode(t)
+	for _, c := range []struct {
+		name, path, body string
+		want             int
+	}{
+		{"delay over MaxDelay", "/send", `{"body":"a","delay":"` + (queue.MaxDelay + time.Hour).String() + `"}`, 400},
+		{"delay over MaxDelay in a batch", "/send", `{"messages":[{"body":"a"},{"body":"b","delay":"9000h"}]}`, 400},
+		{"body one byte over the message limit", "/send", `{"body":"` + strings.Repeat("b", 1025) + `"}`, 413},
+		{"request of 5 MiB", "/send", `{"body":"` + strings.Repeat("b", 5<<20) + `"}`, 413},
+		{"delete of 5 MiB", "/delete", `{"ids":[` + strings.Repeat("1,", 5<<19) + `1]}`, 413},
+		{"visibility over the maximum", "/visibility", `{"id":1,"timeout":"` + (queue.MaxVisibility + time.Hour).String() + `"}`, 400},
+		{"negative visibility", "/visibility", `{"id":1,"timeout":"-1s"}`, 400},
+	} {
+		if code := call(t, srv, "POST", c.path, c.body, nil); code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, code, c.want)
+		}
+	}
+	if _, err := n.Send(context.Background(), []Outgoing{{Body: []byte("a"), Due: time.Now().Add(2 * queue.MaxDelay).UnixMilli()}}); !errors.Is(err, engine.ErrBadOptions) {
+		t.Errorf("Send with a due time beyond MaxDelay: %v, want ErrBadOptions", err)
+	}
+	if st := n.Status(); st.Messages != 0 {
+		t.Errorf("%d messages stored by refused requests", st.Messages)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
 	"github.com/pagelog/pagelog/raftstore"
 )
@@ -39,6 +40,11 @@ type Config struct {
 	// may bootstrap with the same Peers.
 	Peers     []raft.Server
 	Bootstrap bool
+	// CheckPeers, with Peers, makes Start fail with ErrPeersChanged for a
+	// node that has raft state whose stored configuration is not Peers
+	// (raft ignores Peers then: a node given new addresses would keep the
+	// old ones and, when its own moved, never reach the others).
+	CheckPeers bool
 	// Queue configures the local queue (see NewFSM for what is refused).
 	Queue queue.Options
 	// Raft, when set, adjusts raft's configuration (timeouts, snapshot
@@ -142,11 +148,11 @@ func Start(c Config) (*Node, error) {
 		c.Raft(conf)
 	}
 	conf.NotifyCh = n.notify
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return nil, err
+	}
 	if c.Bootstrap {
-		has, err := raft.HasExistingState(n.store, n.store, snaps)
-		if err != nil {
-			return nil, err
-		}
 		if !has {
 			peers := c.Peers
 			if len(peers) == 0 {
@@ -160,6 +166,19 @@ func Start(c Config) (*Node, error) {
 	}
 	if n.raft, err = raft.NewRaft(conf, n.fsm, n.store, n.store, snaps, n.trans); err != nil {
 		return nil, err
+	}
+	if has && c.CheckPeers && len(c.Peers) > 0 {
+		// NewRaft read the configuration from the snapshot and the log;
+		// no election starts before a heartbeat timeout.
+		f := n.raft.GetConfiguration()
+		if err := f.Error(); err != nil {
+			_ = n.raft.Shutdown().Error()
+			return nil, err
+		}
+		if err := checkPeers(c.Dir, f.Configuration().Servers, c.Peers); err != nil {
+			_ = n.raft.Shutdown().Error()
+			return nil, err
+		}
 	}
 	started = true
 	n.watch.Add(1)
@@ -235,8 +254,9 @@ func (n *Node) apply(ctx context.Context, cmd []byte) (any, error) {
 // Send sends msgs through raft and returns the first one's id (they get
 // consecutive ids). It returns once the send is committed (on a quorum's
 // disks) and applied to this node's queue. An error other than a
-// NotLeaderError or a refusal of the content (too large, bad group)
-// leaves the outcome unknown: the send may yet be committed.
+// NotLeaderError or a refusal of the content (engine.ErrTooLarge,
+// engine.ErrInvalidAttrs for a bad group, engine.ErrBadOptions for a due
+// time more than queue.MaxDelay ahead) leaves the outcome unknown: the send may yet be committed.
 func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 	if len(msgs) == 0 {
 		return 0, nil
@@ -247,7 +267,7 @@ func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 	limit := time.Now().Add(queue.MaxDelay).UnixMilli()
 	for i, m := range msgs {
 		if m.Due < 0 || m.Due > limit {
-			return 0, fmt.Errorf("rqueue: message %d: due time %d out of range (now to %v ahead)", i, m.Due, queue.MaxDelay)
+			return 0, fmt.Errorf("%w: rqueue: message %d: due time %d out of range (now to %v ahead)", engine.ErrBadOptions, i, m.Due, queue.MaxDelay)
 		}
 	}
 	resp, err := n.apply(ctx, encodeSend(msgs))

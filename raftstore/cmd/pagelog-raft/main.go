@@ -8,8 +8,10 @@
 //
 // Every node is started with the same --peers; a node with no raft state
 // yet bootstraps the cluster with them (raft allows every node to do so
-// with the same configuration). The routes are those of rqueue's
-// Node.Handler.
+// with the same configuration); a node with state refuses --peers that
+// disagree with its stored configuration. The routes are those of rqueue's
+// Node.Handler, behind the timeouts, connection bound, TLS and bearer token
+// of internal/httpserve (none of which authenticates anyone by default).
 package main
 
 import (
@@ -28,12 +30,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/pagelog/pagelog/internal/httpserve"
 	"github.com/pagelog/pagelog/queue"
 	"github.com/pagelog/pagelog/raftstore/rqueue"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 const usage = `usage: pagelog serve --raft --id ID --dir D --peers ID=HOST:PORT,... [--http ADDR] [flags]
@@ -45,6 +51,7 @@ log and vote, snapshots, the local queue), and an HTTP API on --http:
 
   POST /send        {"body":"text"} or {"body64":"..."}, optional "delay", "group";
                     or {"messages":[...]}                  -> {"ids":[...]}
+                    ("delay" at most queue.MaxDelay, 8760h: one year)
   POST /receive     ?wait=5s  (leader only)                -> {"id","body","receives","deadline"} or 204
   POST /delete      {"ids":[...]}                          -> {"deleted":N}
   POST /visibility  {"id":N,"timeout":"30s"}               -> {}
@@ -55,10 +62,21 @@ Sends and deletes return once committed by a majority; in-flight deadlines
 live on the leader only: when it fails, its messages in flight are handed
 out again by the next one (at-least-once).
 
+Nothing is authenticated by default: anyone who reaches --http can send,
+receive and delete, anyone who reaches raft's port can speak raft to the
+node. Keep raft's addresses on a network only the nodes reach; for the
+HTTP API use --tls-cert/--tls-key (HTTPS), --client-ca (mutual TLS) and
+--token-file (every POST needs "Authorization: Bearer TOKEN", else 401).
+--peers is read only by a node without raft state; a node whose --peers
+disagree with the configuration it stored refuses to start, naming both
+(raftstore/README.md says how to change addresses).
+
 flags:
 `
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run runs the node until ctx is done (SIGINT or SIGTERM), and returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pagelog serve --raft", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -76,6 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	trailing := fs.Uint64("trailing-logs", 10240, "raft entries kept after a snapshot")
 	logLevel := fs.String("log-level", "info", "raft's log level: trace, debug, info, warn, error, off")
 	noSync := fs.Bool("no-sync", false, "no fsync of raft's log (tests only: a power loss may lose acknowledged messages)")
+	var web httpserve.Options
+	web.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -118,6 +138,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return bad("--log-level %q", *logLevel)
 	}
 
+	// The token guards the routes that change state (every POST); a
+	// receive may wait up to its ?wait on top of the timeouts.
+	web.Guarded = func(r *http.Request) bool { return r.Method != http.MethodGet && r.Method != http.MethodHead }
+	web.Wait = receiveWait
+	setup, err := httpserve.Load(web)
+	if err != nil {
+		return bad("%v", err)
+	}
 	ln, err := net.Listen("tcp", *httpAddr)
 	if err != nil {
 		fmt.Fprintf(stderr, "pagelog serve --raft: %v\n", err)
@@ -127,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	qo.Log.MaxRecordBytes = *maxBody
 	node, err := rqueue.Start(rqueue.Config{
 		ID: *id, Dir: *dir, RaftAddr: *raftAddr, HTTPAddr: ln.Addr().String(),
-		Peers: servers, Bootstrap: true, Queue: qo, NoSync: *noSync, LogOutput: stderr,
+		Peers: servers, Bootstrap: true, CheckPeers: true, Queue: qo, NoSync: *noSync, LogOutput: stderr,
 		Raft: func(c *raft.Config) {
 			c.SnapshotThreshold = *snapThreshold
 			c.TrailingLogs = *trailing
@@ -140,13 +168,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagelog serve --raft: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "node %s: raft %s, http://%s (dir %s)\n", *id, *raftAddr, ln.Addr(), *dir)
+	fmt.Fprintf(stdout, "node %s: raft %s, %s://%s (dir %s)\n", *id, *raftAddr, setup.Scheme(), ln.Addr(), *dir)
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	srv := &http.Server{Handler: node.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := setup.Server(node.Handler())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(setup.Listener(ln)) }()
 	code := 0
 	select {
 	case <-ctx.Done():
@@ -162,6 +188,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	return code
+}
+
+// receiveWait is how long a POST /receive without a body may wait (its
+// ?wait, when valid: the handler refuses the others at once).
+func receiveWait(r *http.Request) time.Duration {
+	if r.URL.Path != "/receive" || r.ContentLength != 0 {
+		return 0
+	}
+	d, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || d < 0 || d > rqueue.MaxWait {
+		return 0
+	}
+	return d
 }
 
 // parsePeers parses ID=HOST:PORT,... into raft servers.

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pagelog/pagelog/queue"
 )
 
 func TestFlags(t *testing.T) {
@@ -27,19 +31,20 @@ func TestFlags(t *testing.T) {
 		{[]string{"--nosuchflag"}, "flag provided but not defined"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+		if code := run(context.Background(), c.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, errb.String(), c.want)
 		}
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "POST /send") {
-		t.Errorf("--help: exit %d, %q", code, errb.String())
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "POST /send") ||
+		!strings.Contains(errb.String(), fmt.Sprintf("%.0fh", queue.MaxDelay.Hours())) {
+		t.Errorf("--help: exit %d, %q; want the routes and queue.MaxDelay", code, errb.String())
 	}
 	// An HTTP address in use is an error before raft starts: nothing is
 	// created in the node's directory.
 	var e2 bytes.Buffer
 	node := filepath.Join(dir, "node")
-	if code := run([]string{"--id", "n1", "--dir", node, "--peers", peers, "--http", "256.0.0.1:1"}, &out, &e2); code != 1 || e2.Len() == 0 {
+	if code := run(context.Background(), []string{"--id", "n1", "--dir", node, "--peers", peers, "--http", "256.0.0.1:1"}, &out, &e2); code != 1 || e2.Len() == 0 {
 		t.Errorf("bad --http: exit %d, %q", code, e2.String())
 	}
 	if m, _ := filepath.Glob(filepath.Join(node, "*")); len(m) != 0 {

@@ -1,0 +1,255 @@
+// Package httpserve holds what pagelog's two HTTP servers share (`pagelog
+// serve`, and raftstore's pagelog-raft): their timeouts, a bound on the
+// connections open at once, TLS (with client certificates for mutual TLS)
+// and a bearer token, with the flags that set them.
+//
+// Neither server authenticates anyone unless told to: these options are
+// what an operator needs to expose one beyond the loopback interface.
+package httpserve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The defaults of the flags. A request must arrive whole within
+// ReadTimeout of its first byte (a body of 64 MiB at about 1 MiB/s) and
+// its answer leave within WriteTimeout; a kept-alive connection with no
+// request is closed after IdleTimeout. MaxConns connections are served at
+// once: the next ones wait in the kernel's accept queue, holding no
+// descriptor of the process, until one closes.
+const (
+	DefaultReadTimeout  = time.Minute
+	DefaultWriteTimeout = time.Minute
+	DefaultIdleTimeout  = 2 * time.Minute
+	DefaultMaxConns     = 1024
+	// ReadHeaderTimeout bounds the headers alone (and a TLS handshake).
+	ReadHeaderTimeout = 10 * time.Second
+)
+
+// ErrBadOptions is returned by Load for options that cannot work
+// together, or files that cannot be used.
+var ErrBadOptions = errors.New("httpserve: bad options")
+
+// Options configures a server. Zero durations and a zero MaxConns take the
+// defaults above.
+type Options struct {
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns bounds the connections served at once.
+	MaxConns int
+	// TLSCert and TLSKey, PEM files, serve HTTPS instead of HTTP.
+	TLSCert, TLSKey string
+	// ClientCA, a PEM file of CA certificates (with TLSCert), makes every
+	// client present a certificate signed by one of them (mutual TLS).
+	ClientCA string
+	// TokenFile holds a bearer token (white space around it is dropped):
+	// the requests Guarded tells must carry "Authorization: Bearer TOKEN".
+	TokenFile string
+	// Guarded tells the requests that need the token; nil: every one.
+	Guarded func(*http.Request) bool
+	// Wait, when set, returns how long a request may wait before it
+	// answers (a long poll): its read and write deadlines move out by as
+	// much, so that the timeouts do not cut it.
+	Wait func(*http.Request) time.Duration
+}
+
+// AddFlags defines the flags that set o on fs: --read-timeout,
+// --write-timeout, --idle-timeout, --max-conns, --tls-cert, --tls-key,
+// --client-ca and --token-file.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", DefaultReadTimeout, "longest time to read a request, body included")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", DefaultWriteTimeout, "longest time to write an answer (a request that waits, such as a receive, gets its wait on top)")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "a kept-alive connection with no request is closed after this")
+	fs.IntVar(&o.MaxConns, "max-conns", DefaultMaxConns, "most connections served at once (`n`); more wait to be accepted")
+	fs.StringVar(&o.TLSCert, "tls-cert", "", "PEM certificate `file`: serve HTTPS (with --tls-key)")
+	fs.StringVar(&o.TLSKey, "tls-key", "", "PEM private key `file` of --tls-cert")
+	fs.StringVar(&o.ClientCA, "client-ca", "", "PEM CA certificates `file`: every client must present a certificate they signed (mutual TLS; needs --tls-cert)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "`file` holding a bearer token that requests must carry (Authorization: Bearer TOKEN)")
+}
+
+// Setup is Options made ready to serve: files read, TLS configured.
+type Setup struct {
+	o     Options
+	tls   *tls.Config
+	token [sha256.Size]byte
+	guard bool
+}
+
+// Load checks o and reads its files.
+func Load(o Options) (*Setup, error) {
+	bad := func(format string, a ...any) (*Setup, error) {
+		return nil, fmt.Errorf("%w: "+format, append([]any{ErrBadOptions}, a...)...)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ReadTimeout, DefaultReadTimeout)
+	def(&o.WriteTimeout, DefaultWriteTimeout)
+	def(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	switch {
+	case o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
+		return bad("--read-timeout %v, --write-timeout %v, --idle-timeout %v: not negative", o.ReadTimeout, o.WriteTimeout, o.IdleTimeout)
+	case o.MaxConns < 0:
+		return bad("--max-conns %d: at least 1", o.MaxConns)
+	case (o.TLSCert == "") != (o.TLSKey == ""):
+		return bad("--tls-cert and --tls-key go together")
+	case o.ClientCA != "" && o.TLSCert == "":
+		return bad("--client-ca needs --tls-cert and --tls-key")
+	}
+	s := &Setup{o: o}
+	if o.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return bad("--tls-cert %s, --tls-key %s: %v", o.TLSCert, o.TLSKey, err)
+		}
+		s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if o.ClientCA != "" {
+			pem, err := os.ReadFile(o.ClientCA)
+			if err != nil {
+				return bad("--client-ca: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return bad("--client-ca %s: no PEM certificate in it", o.ClientCA)
+			}
+			s.tls.ClientCAs, s.tls.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+	}
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return bad("--token-file: %v", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+			return bad("--token-file %s: want one token, without white space inside", o.TokenFile)
+		}
+		s.token, s.guard = sha256.Sum256([]byte(tok)), true
+	}
+	return s, nil
+}
+
+// Scheme is "https" with TLS, else "http".
+func (s *Setup) Scheme() string {
+	if s.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// Listener returns ln bounded to MaxConns connections at once, under TLS
+// when configured.
+func (s *Setup) Listener(ln net.Listener) net.Listener {
+	ln = LimitListener(ln, s.o.MaxConns)
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls)
+	}
+	return ln
+}
+
+// Server returns an http.Server of h with the timeouts, the token check
+// and the deadlines of the requests that wait. Serve it on Listener's
+// listener.
+func (s *Setup) Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           s.handler(h),
+		ReadHeaderTimeout: min(ReadHeaderTimeout, s.o.ReadTimeout),
+		ReadTimeout:       s.o.ReadTimeout,
+		WriteTimeout:      s.o.WriteTimeout,
+		IdleTimeout:       s.o.IdleTimeout,
+	}
+}
+
+func (s *Setup) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.guard && (s.o.Guarded == nil || s.o.Guarded(r)) && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="pagelog"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "unauthorized: this route needs the header Authorization: Bearer TOKEN"})
+			return
+		}
+		if s.o.Wait != nil {
+			if d := s.o.Wait(r); d > 0 {
+				rc := http.NewResponseController(w)
+				now := time.Now()
+				_ = rc.SetReadDeadline(now.Add(d + s.o.ReadTimeout))
+				_ = rc.SetWriteDeadline(now.Add(d + s.o.WriteTimeout))
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// authorized compares the request's bearer token with the token in
+// constant time (of their SHA-256, so that the length does not show).
+func (s *Setup) authorized(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	if len(auth) < 7 || !strings.EqualFold(auth[:7], "Bearer ") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(auth[7:])))
+	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
+}
+
+// LimitListener returns a listener that accepts at most n connections at
+// once from ln: Accept waits while n are open, and a connection's Close
+// frees its place.
+func LimitListener(ln net.Listener, n int) net.Listener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
