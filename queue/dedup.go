@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -14,16 +15,19 @@ import (
 // removes a segment that holds a remembered id's record.
 type dedupWindow struct {
 	mu     sync.Mutex
-	window int64 // ns
-	ids    map[string]*dedupEntry
-	order  []dedupRef // by offset, for expiry and the lowest offset held
+	done   sync.Cond         // on mu: a first send of an id ended
+	window int64             // ns
+	ids    map[string]uint64 // id -> its first send's offset, or sending
+	// order holds the ids by offset from order[head] on, for expiry and
+	// the lowest offset held. Expiry moves head; the slots before it are
+	// given back when they are more than half of order (see expire).
+	order []dedupRef
+	head  int
 }
 
-type dedupEntry struct {
-	off     uint64
-	exp     int64         // queue time when it is forgotten
-	pending chan struct{} // closed when the first send is done; nil then
-}
+// sending is the offset of an id whose first send is under way (no
+// message has it: offsets stay below MaxUint64).
+const sending = math.MaxUint64
 
 type dedupRef struct {
 	off uint64
@@ -32,36 +36,48 @@ type dedupRef struct {
 }
 
 func newDedupWindow(window time.Duration) *dedupWindow {
-	return &dedupWindow{window: int64(window), ids: map[string]*dedupEntry{}}
+	d := &dedupWindow{window: int64(window), ids: map[string]uint64{}}
+	d.done.L = &d.mu
+	return d
 }
 
 // expire forgets the ids whose time has come. The order is by offset, and
 // expiry times grow with it up to the few sends that overlapped: an id
-// may be remembered a little longer, never shorter. Called with d.mu held.
+// may be remembered a little longer, never shorter. Each expired id costs
+// O(1): the head moves past it, and the live refs are copied to the front
+// only once the expired slots outnumber them, so each ref is copied at
+// most once per id expired after it. Called with d.mu held.
 func (d *dedupWindow) expire(now int64) {
-	k := 0
+	k := d.head
 	for k < len(d.order) && d.order[k].exp <= now {
 		r := d.order[k]
-		if e, ok := d.ids[r.id]; ok && e.off == r.off && e.pending == nil {
+		if off, ok := d.ids[r.id]; ok && off == r.off {
 			delete(d.ids, r.id)
 		}
+		d.order[k] = dedupRef{} // the id's string may go
 		k++
 	}
-	if k > 0 {
-		d.order = append(d.order[:0], d.order[k:]...)
-		if len(d.order) == 0 && cap(d.order) > 4096 {
+	d.head = k
+	switch live := len(d.order) - k; {
+	case live == 0:
+		d.order, d.head = d.order[:0], 0
+		if cap(d.order) > 4096 {
 			d.order = nil
 		}
+	case k > live:
+		copy(d.order, d.order[k:])
+		clear(d.order[live:])
+		d.order, d.head = d.order[:live], 0
 	}
 }
 
-// remember records that id's first send got offset off at now. Called with
-// d.mu held.
+// remember records that id's first send got offset off, to be forgotten
+// at exp. Called with d.mu held.
 func (d *dedupWindow) remember(id string, off uint64, exp int64) {
-	d.ids[id] = &dedupEntry{off: off, exp: exp}
+	d.ids[id] = off
 	i := len(d.order)
 	d.order = append(d.order, dedupRef{})
-	for i > 0 && d.order[i-1].off > off {
+	for i > d.head && d.order[i-1].off > off {
 		d.order[i] = d.order[i-1]
 		i--
 	}
@@ -73,10 +89,10 @@ func (d *dedupWindow) low(now int64) (uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(now)
-	if len(d.order) == 0 {
+	if d.head == len(d.order) {
 		return 0, false
 	}
-	return d.order[0].off, true
+	return d.order[d.head].off, true
 }
 
 // size returns how many ids are remembered.
@@ -92,14 +108,13 @@ func (d *dedupWindow) size(now int64) int {
 // sends of one id append once: the later ones wait for the first.
 func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, error) {
 	d := q.dedup
+	d.mu.Lock()
 	for {
 		now := q.now()
-		d.mu.Lock()
 		d.expire(now)
-		e, ok := d.ids[id]
+		first, ok := d.ids[id]
 		if !ok {
-			e = &dedupEntry{pending: make(chan struct{})}
-			d.ids[id] = e
+			d.ids[id] = sending
 			d.mu.Unlock()
 			off, err := q.appendOne(body, a)
 			d.mu.Lock()
@@ -108,17 +123,15 @@ func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, erro
 			} else {
 				d.remember(id, off, addSat(now, d.window))
 			}
-			close(e.pending)
+			d.done.Broadcast()
 			d.mu.Unlock()
 			return off, err
 		}
-		if e.pending == nil {
+		if first != sending {
 			d.mu.Unlock()
-			return e.off, nil
+			return first, nil
 		}
-		ch := e.pending
-		d.mu.Unlock()
-		<-ch // the first send ended: look again
+		d.done.Wait() // a first send ended, maybe this id's: look again
 	}
 }
 
@@ -173,7 +186,7 @@ func (q *Queue) rebuildDedup() error {
 			continue
 		}
 		id := string(a.Dedup)
-		if e, ok := d.ids[id]; ok && e.off > r.Offset {
+		if off, ok := d.ids[id]; ok && off > r.Offset {
 			continue
 		}
 		d.remember(id, r.Offset, exp) // a later send of the id replaces an earlier one

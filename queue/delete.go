@@ -242,7 +242,16 @@ func (q *Queue) waitDelete(at uint64) error {
 // returns). A message not in flight (not handed out, deleted, or its
 // deadline passed) gets ErrNotInFlight; d outside [0, MaxVisibility]
 // gets ErrBadOptions. A later deadline keeps the body valid until then.
+// It acts on whichever delivery of the message is current: a receiver
+// whose deadline passed could move another's; ChangeVisibilityReceipt
+// cannot.
 func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
+	return q.changeVisibility(offset, nil, d)
+}
+
+// changeVisibility is ChangeVisibility, of the delivery r only when r is
+// not nil.
+func (q *Queue) changeVisibility(offset uint64, r *Receipt, d time.Duration) error {
 	if d < 0 || d > MaxVisibility {
 		return fmt.Errorf("%w: visibility %v outside [0, %v]", engine.ErrBadOptions, d, MaxVisibility)
 	}
@@ -254,6 +263,12 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 	now := q.now()
 	q.expire(now)
 	i, ok := q.es.lookup(offset)
+	if ok {
+		if err := q.checkReceipt(i, r); err != nil {
+			q.mu.Unlock()
+			return err
+		}
+	}
 	if !ok || q.es.e[i].state != stInFlight {
 		q.mu.Unlock()
 		return fmt.Errorf("%w: offset %d", ErrNotInFlight, offset)
@@ -289,7 +304,8 @@ func (q *Queue) ChangeVisibility(offset uint64, d time.Duration) error {
 	return nil
 }
 
-// Release makes a message in flight ready at once: ChangeVisibility(offset, 0).
+// Release makes a message in flight ready at once: ChangeVisibility(offset,
+// 0), whichever delivery of it is current (see ReleaseReceipt).
 func (q *Queue) Release(offset uint64) error {
 	return q.ChangeVisibility(offset, 0)
 }

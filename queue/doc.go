@@ -59,7 +59,10 @@
 // # Errors
 //
 // ErrNotInFlight: Delete, ChangeVisibility or Release of a message not
-// handed out (or no longer in flight). ErrNoDeadLetters: Redrive of a queue
+// handed out (or no longer in flight). ErrStaleReceipt (wrapping
+// ErrNotInFlight): ReleaseReceipt or ChangeVisibilityReceipt with the
+// Receipt of a delivery the message has had another one after (see
+// Receipt; a stale DeleteReceipt deletes). ErrNoDeadLetters: Redrive of a queue
 // without a dead-letter queue. ErrNotQueue: Stat or Messages of a
 // directory that holds no queue. From the engine, wrapped with context:
 // ErrClosed after Close, ErrLocked for a directory another queue has open,

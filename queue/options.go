@@ -1,8 +1,11 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
@@ -36,7 +39,9 @@ type Options struct {
 	// is written to the receive-count log before the body is handed out.
 	MaxReceives int
 	// DeadLetterDir is the directory of the dead-letter queue; default the
-	// sibling directory "<dir>.dead". The dead-letter queue is opened (and
+	// sibling directory "<dir>.dead". The queue's own directory, one
+	// inside it and one that holds it are refused (ErrBadOptions), after
+	// relative paths and symbolic links are resolved. The dead-letter queue is opened (and
 	// created) with the queue when MaxReceives > 0 or DeadLetterDir is set,
 	// and the sibling also when it holds a queue already.
 	DeadLetterDir string
@@ -141,18 +146,72 @@ func (o Options) withDefaults(dir string) (Options, error) {
 	if o.Clock == nil {
 		o.Clock = systemClock{}
 	}
-	if o.DeadLetterDir != "" && sameDir(o.DeadLetterDir, dir) {
-		return bad("DeadLetterDir %s is the queue's own directory", o.DeadLetterDir)
+	if o.DeadLetterDir != "" {
+		if err := checkDeadLetterDir(o.DeadLetterDir, dir); err != nil {
+			return o, err
+		}
 	}
 	return o, o.Log.Validate()
 }
 
-// sameDir reports whether a and b name the same path once cleaned and made
-// absolute (links are not followed: the lock catches the rest).
-func sameDir(a, b string) bool {
-	aa, err1 := filepath.Abs(a)
-	bb, err2 := filepath.Abs(b)
-	return err1 == nil && err2 == nil && aa == bb
+// checkDeadLetterDir refuses a dead-letter directory that is the queue's
+// own, lies inside it (the queue would take the dead-letter queue's files
+// for its own) or holds it, once both paths are made absolute and their
+// symbolic links resolved.
+func checkDeadLetterDir(dead, dir string) error {
+	d, err := resolvePath(dead)
+	if err != nil {
+		return fmt.Errorf("%w: DeadLetterDir %s: %w", engine.ErrBadOptions, dead, err)
+	}
+	q, err := resolvePath(dir)
+	if err != nil {
+		return fmt.Errorf("%w: queue directory %s: %w", engine.ErrBadOptions, dir, err)
+	}
+	var why string
+	switch {
+	case d == q:
+		why = "is the queue's own directory"
+	case within(d, q):
+		why = "lies inside the queue's directory"
+	case within(q, d):
+		why = "holds the queue's directory"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: DeadLetterDir %s (%s) %s %s (%s): the dead-letter queue needs a directory of its own, beside the queue's",
+		engine.ErrBadOptions, dead, d, why, dir, q)
+}
+
+// resolvePath returns p made absolute with the symbolic links of its
+// longest existing part resolved; the part that does not exist yet
+// follows as it is.
+func resolvePath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	cur, rest := abs, ""
+	for {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// within reports whether path p lies below dir (both clean and absolute).
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // DeadLetterPath returns the default dead-letter directory of the queue in

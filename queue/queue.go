@@ -35,7 +35,8 @@ import (
 // Options.MaxReceives, a message received that many times without being
 // deleted is moved to the dead-letter queue (DeadLetter) when it would be
 // ready again; Redrive moves dead letters back. ChangeVisibility and
-// Release move a message's deadline.
+// Release move a message's deadline; ChangeVisibilityReceipt and
+// ReleaseReceipt do so only for the delivery their Receipt names.
 //
 // # Files
 //
@@ -123,6 +124,7 @@ type Queue struct {
 	ck       checkpointState
 	recovery Recovery
 	epoch    time.Time // the Clock's time at Open: the queue's time 0 (see now)
+	nonce    uint64    // tells this open's deliveries from other opens' (see Receipt)
 	pins     pins      // records of handed-out bodies, kept until their deadlines
 }
 
@@ -142,6 +144,10 @@ type Message struct {
 	Receives int       // 1 on the first hand-out, +1 at each hand-out after that
 	Deadline time.Time // hidden from other receivers until then
 	Group    string    // the message's ordering group, "" when none
+	// Receipt names this hand-out: ReleaseReceipt and
+	// ChangeVisibilityReceipt act on the message only while it is the
+	// message's current delivery.
+	Receipt Receipt
 }
 
 // Stats is a snapshot of a queue's positions and counters.
@@ -225,7 +231,7 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 		dir: dir, opts: opts, clock: opts.Clock, vis: opts.Visibility,
 		syncEnd: opts.Log.Sync == engine.SyncAlways, owner: owner,
 		dedup: newDedupWindow(opts.DedupWindow),
-		epoch: opts.Clock.Now(),
+		epoch: opts.Clock.Now(), nonce: openNonce(),
 	}
 	if err := q.openLogs(); err != nil {
 		q.closeLogs()

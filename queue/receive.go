@@ -147,7 +147,10 @@ func (q *Queue) handOut() (handOutcome, error) {
 	}
 	q.armTimer(now)
 	h.handed = true
-	h.m = Message{Offset: x.off, Receives: int(x.recv), Deadline: q.wallTime(deadline), Group: es.groupName(i)}
+	h.m = Message{
+		Offset: x.off, Receives: int(x.recv), Deadline: q.wallTime(deadline), Group: es.groupName(i),
+		Receipt: Receipt{Offset: x.off, Delivery: q.delivery(x)},
+	}
 	if rerr != nil {
 		return h, rerr
 	}

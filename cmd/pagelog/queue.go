@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -98,7 +99,9 @@ func closeQueue(q *queue.Queue, err error) error {
 func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("queue send", "--dir D [--sync none|always|interval] [--delay D] [--group G] [--dedup-id X]",
 		"Opens the queue in D (creating it if needed: D's parent must exist) and\n"+
-			"sends each line of standard input as one message (the newline removed).\n"+
+			"sends each line of standard input as one message (the newline removed,\n"+
+			"and a carriage return before it: CRLF input sends the same messages as LF\n"+
+			"input; `pagelog append` keeps every byte).\n"+
 			"Prints each message's offset as soon as the send is acknowledged. A line\n"+
 			"over the size limit stops it: the error names the line, and no later line\n"+
 			"is sent. --delay hides each message until that long after its send (whole\n"+
@@ -141,7 +144,9 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 }
 
 // sendLines sends every line of in with options o and writes each offset
-// to out, flushed at once so that a reader of a pipe sees it.
+// to out, flushed at once so that a reader of a pipe sees it. A line's
+// carriage return at its end is removed, as bufio.ScanLines does: text
+// from Windows tools sends what the same text with LF endings sends.
 func sendLines(q *queue.Queue, o queue.SendOptions, in io.Reader, out io.Writer) error {
 	r := bufio.NewReaderSize(in, 64<<10)
 	var long []byte
@@ -153,7 +158,7 @@ func sendLines(q *queue.Queue, o queue.SendOptions, in io.Reader, out io.Writer)
 		if line == nil {
 			return nil
 		}
-		off, serr := q.SendWith(line, o)
+		off, serr := q.SendWith(bytes.TrimSuffix(line, []byte("\r")), o)
 		if errors.Is(serr, engine.ErrTooLarge) {
 			return fmt.Errorf("line %d (%d bytes) was not sent, nor any line after it (%d sent): %w", n, len(line), n-1, serr)
 		}

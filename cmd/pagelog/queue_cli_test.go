@@ -191,3 +191,24 @@ func TestQueueCLIMessages(t *testing.T) {
 }
 
 func queueOptions() queue.Options { return queue.Options{} }
+
+// TestQueueSendStripsCarriageReturns: CRLF input sends the same messages
+// as LF input: the carriage return before each newline (and at the end of
+// a last line without one) is not part of the body.
+func TestQueueSendStripsCarriageReturns(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q")
+	mustRun(t, "one\r\ntwo\r\n\r\nin\rside\r\nlast\r", "queue", "send", "--dir", dir)
+	r := mustRun(t, "", "queue", "receive", "--dir", dir, "--count", "5", "--json")
+	var got []string
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
+		var o struct{ Body string }
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("--json line %q: %v", line, err)
+		}
+		got = append(got, o.Body)
+	}
+	want := []string{"one", "two", "", "in\rside", "last"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("CRLF lines sent as %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,122 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestDedupExpiryCopiesFewIDs: in the steady state, where each send
+// expires about one id, the window does not copy the ids it keeps at each
+// expiry: over many sends each kept id is copied at most about once per id
+// expired (expiry is O(1) amortized, whatever the window's size).
+func TestDedupExpiryCopiesFewIDs(t *testing.T) {
+	const n, sends = 1000, 5000
+	d := newDedupWindow(n) // one id per ns of queue time
+	var now int64
+	next := uint64(0)
+	send := func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.expire(now)
+		d.remember(fmt.Sprint("id-", next), next, now+n)
+		next++
+		now++
+	}
+	for range n {
+		send()
+	}
+	where := func() map[uint64]*dedupRef {
+		m := make(map[uint64]*dedupRef, len(d.order))
+		for i := d.head; i < len(d.order); i++ {
+			m[d.order[i].off] = &d.order[i]
+		}
+		return m
+	}
+	copied := 0
+	for range sends {
+		before := where()
+		send()
+		after := where()
+		for off, p := range before {
+			if q, ok := after[off]; ok && q != p {
+				copied++
+			}
+		}
+	}
+	if copied > 2*sends {
+		t.Fatalf("%d sends with %d ids in the window copied kept ids %d times (want at most %d)", sends, n, copied, 2*sends)
+	}
+	if got := d.size(now - 1); got != n {
+		t.Fatalf("%d ids remembered, want %d", got, n)
+	}
+}
+
+// TestDedupWindowExpiresOldestFirstAcrossReopen: ids sent one per second
+// into a 100-second window are remembered exactly as long as the window
+// and then forgotten, through enough sends for the window to reuse
+// its space; after a reopen (the window rebuilt from the log) the ids
+// sent before it are still remembered, and they expire as the clock
+// passes the window.
+func TestDedupWindowExpiresOldestFirstAcrossReopen(t *testing.T) {
+	const window = 100 * time.Second
+	clock := newFakeClock()
+	dir := t.TempDir()
+	opts := func(o *Options) {
+		o.DedupWindow = window
+		o.CheckpointInterval = time.Hour
+	}
+	q := openTestQueue(t, dir, clock, opts)
+	first := map[int]uint64{}
+	send := func(i int) uint64 {
+		return mustSendWith(t, q, fmt.Sprint("m", i), SendOptions{DedupID: fmt.Sprint("id-", i)})
+	}
+	const sent = 450
+	for i := range sent {
+		first[i] = send(i)
+		clock.Advance(time.Second)
+		if i < 99 {
+			continue
+		}
+		// Now i+1: id-(i-98), sent 99 s ago, is in the window; id-(i-99)
+		// reached its end.
+		if off := send(i - 98); off != first[i-98] {
+			t.Fatalf("after send %d: id-%d sent 99 s ago gave offset %d, its first send's was %d", i, i-98, off, first[i-98])
+		}
+		if off := send(i - 99); off == first[i-99] {
+			t.Fatalf("after send %d: id-%d sent 100 s ago is still remembered", i, i-99)
+		} else {
+			first[i-99] = off // sent again: remembered from now on
+		}
+		// Remembered: the first sends of the last 99 s, and the sends
+		// again of the last 100 s (one a second since i = 99).
+		if got, want := q.Stats().DedupIDs, 99+min(100, i-98); got != want {
+			t.Fatalf("after send %d: %d ids remembered, want %d", i, got, want)
+		}
+	}
+	end := q.Stats().End
+	mustCloseQueue(t, q)
+
+	q = openTestQueue(t, dir, clock, opts)
+	defer func() { mustCloseQueue(t, q) }()
+	if got := q.Recovery().DedupIDs; got < 100 {
+		t.Fatalf("reopen remembered %d ids, want the last 100 at least", got)
+	}
+	for i := sent - 99; i < sent; i++ {
+		if off := send(i); off != first[i] {
+			t.Fatalf("after the reopen, id-%d gave offset %d, its first send's was %d", i, off, first[i])
+		}
+	}
+	if got := q.Stats().End; got != end {
+		t.Fatalf("resends after the reopen appended: end %d, was %d", got, end)
+	}
+	clock.Advance(window)
+	if got := q.Stats().DedupIDs; got != 0 {
+		t.Fatalf("%d ids remembered once the window passed after the reopen", got)
+	}
+	for i := sent - 99; i < sent; i++ {
+		if off := send(i); off == first[i] {
+			t.Fatalf("id-%d is still remembered once the window passed after the reopen", i)
+		}
+	}
+}
