@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -208,23 +209,30 @@ func logFrom(t *testing.T, dir string, first uint64, bodies ...string) *engine.L
 	return l
 }
 
+// returnsWithin runs f and fails the test when it has not returned in 10
+// seconds.
+func returnsWithin[T any](t *testing.T, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return in 10s", what)
+		panic("unreachable")
+	}
+}
+
 // runWithin runs `pagelog args...` in-process and fails the test when it
 // has not returned in 10 seconds.
 func runWithin(t *testing.T, args ...string) result {
 	t.Helper()
-	done := make(chan result, 1)
-	go func() {
+	return returnsWithin(t, "pagelog "+strings.Join(args, " "), func() result {
 		var out, errOut bytes.Buffer
 		code := run(args, strings.NewReader(""), &out, &errOut)
-		done <- result{code: code, stdout: out.String(), stderr: errOut.String()}
-	}()
-	select {
-	case r := <-done:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatalf("pagelog %s did not return in 10s", strings.Join(args, " "))
-		return result{}
-	}
+		return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	})
 }
 
 func TestTailBelowFirstOffsetReportsTrimmed(t *testing.T) {
@@ -409,5 +417,48 @@ func TestTailCursorHeldElsewhereNamesIt(t *testing.T) {
 	r := runCmd(t, "", "tail", "--dir", dir, "--cursor", "billing")
 	if r.code != 1 || !strings.Contains(r.stderr, `cursor "billing"`) || !strings.Contains(r.stderr, "held by another holder") || strings.Contains(r.stderr, "writer") {
 		t.Fatalf("tail --cursor of a held cursor: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// cutOnFirstWrite is a standard output that runs cut before its first
+// write goes through.
+type cutOnFirstWrite struct {
+	bytes.Buffer
+	cut func()
+}
+
+func (w *cutOnFirstWrite) Write(p []byte) (int, error) {
+	if w.cut != nil {
+		w.cut()
+		w.cut = nil
+	}
+	return w.Buffer.Write(p)
+}
+
+func TestTailStopsAtACutBelowItsEnd(t *testing.T) {
+	l := logFrom(t, t.TempDir(), 0)
+	const n = 2 * flushEvery
+	for i := 0; i < n; i++ {
+		if _, err := l.Append([]byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first flush of what tail printed (after flushEvery records)
+	// cuts the log below the record tail reads next. The tailer reads the
+	// writer's own log, which sees the cut at once (a log opened read-only
+	// sees it within a moment: the same path, at a time a test cannot
+	// choose).
+	const at = 100
+	out := &cutOnFirstWrite{cut: func() {
+		if err := l.Truncate(at); err != nil {
+			t.Error(err)
+		}
+	}}
+	var stderr bytes.Buffer
+	tl := &tailer{log: l, w: bufio.NewWriterSize(out, 64<<10), stderr: &stderr}
+	err := returnsWithin(t, "tail without --follow", func() error { return tl.run(context.Background(), false) })
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if err != nil || !tl.bad || len(got) != flushEvery-1 || !strings.Contains(stderr.String(), fmt.Sprintf("the log was cut at %d", at)) {
+		t.Fatalf("tail of a log cut at %d while it printed: %v, %d lines, stderr %q", at, err, len(got), stderr.String())
 	}
 }
