@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"iter"
@@ -31,7 +32,7 @@ type RecordInfo struct {
 // with Missing set.
 func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 	return func(yield func(RecordInfo) bool) {
-		for from < l.next.Load() {
+		for tries := 0; from < l.next.Load(); {
 			from = max(from, l.First())
 			s, err := l.acquire(from)
 			if errors.Is(err, ErrNotFound) {
@@ -45,7 +46,17 @@ func (l *Log) Inspect(from uint64) iter.Seq[RecordInfo] {
 			if !more {
 				return
 			}
-			from = next
+			if next == from {
+				// Nothing read: the segment left the log under the walk
+				// (dropped by this log, or a log opened read-only whose
+				// writer cut it, renaming a copy over its file). The log
+				// finds the change when it looks at its files again.
+				l.refresh()
+				_ = backOff(context.Background(), tries)
+				tries++
+				continue
+			}
+			from, tries = next, 0
 		}
 	}
 }

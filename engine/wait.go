@@ -156,6 +156,30 @@ func spinUntil(ctx context.Context, d time.Duration, done func() bool) bool {
 	}
 }
 
+// backOff is the pause of a loop that looks again at a log that changed
+// under it (a drop, a roll, a cut between two looks): none for the first
+// tries, then a sleep that grows from pollMin to pollMax, so that a state
+// that does not settle costs no core. It returns ctx's error once ctx
+// ends.
+func backOff(ctx context.Context, tries int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	const quick = 8
+	if tries < quick {
+		runtime.Gosched()
+		return nil
+	}
+	t := time.NewTimer(min(pollMin<<min(tries-quick, 10), pollMax))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Polling of a reader that cannot sleep on log.notify (no such file yet,
 // or no permission to announce itself): a backoff from pollMin to
 // pollMax. A sleeper on the futex also looks again after pollMax, in

@@ -26,10 +26,12 @@ func runTail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"it does not exist, and commits what was printed as it goes: the next\n"+
 			"`pagelog tail --cursor NAME` goes on from there). Without --follow it stops\n"+
 			"at the end the log had when it started; with --follow it waits for records\n"+
-			"another process appends, like tail -f, until interrupted.\n"+
-			"Records the log dropped before they were printed, and damaged ones, are\n"+
-			"reported on standard error (in the JSON line's error with --json) and\n"+
-			"skipped; the exit status is then 1.\n"+
+			"another process appends, like tail -f, until interrupted (from an offset\n"+
+			"past the end, it waits for the records up to it, then prints from it).\n"+
+			"A cursor has one holder at a time: one open elsewhere is an error.\n"+
+			"Records the log dropped before they were printed (from --from below its\n"+
+			"first record too), and damaged ones, are reported on standard error (in\n"+
+			"the JSON line's error with --json) and skipped; the exit status is then 1.\n"+
 			"Read-only toward the log: it takes no lock and changes no file of the log\n"+
 			"(a cursor's position file is its own, under D/cursors/).", stderr)
 	dir := fs.String("dir", "", "log `directory`")
@@ -56,6 +58,9 @@ func runTail(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	t := &tailer{w: bufio.NewWriterSize(stdout, 64<<10), stderr: stderr, json: *asJSON}
 	if *cursor != "" {
 		c, err := engine.OpenCursor(*dir, *cursor, engine.CursorOptions{})
+		if errors.Is(err, engine.ErrLocked) {
+			return fail(stderr, "tail", fmt.Errorf("cursor %q of %s is held by another holder (another `pagelog tail --cursor %s`, or a program that opened it): a cursor has one holder at a time", *cursor, *dir, *cursor))
+		}
 		if err != nil {
 			return fail(stderr, "tail", err)
 		}
@@ -127,8 +132,21 @@ type tailer struct {
 
 func (t *tailer) run(ctx context.Context, follow bool) error {
 	end := t.log.Next()
-	for n := 1; follow || t.off < end; n++ {
-		if t.off >= t.log.Next() || n%flushEvery == 0 {
+	if follow && t.off > end {
+		// --from past the end: the records up to it are appended first.
+		if err := t.log.Wait(ctx, t.off-1); err != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+	}
+	for n := 1; ; n++ {
+		now := t.log.Next()
+		if !follow && t.off >= min(end, now) {
+			break // the end it started with, or a cut below it
+		}
+		if t.off >= now || n%flushEvery == 0 {
 			// Nothing to print now: what was printed goes out (and is
 			// committed) before waiting.
 			if err := t.flush(); err != nil {

@@ -2,15 +2,23 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/engine"
 )
 
 func TestTail(t *testing.T) {
@@ -182,4 +190,275 @@ func TestTailFollowProcesses(t *testing.T) {
 		}
 	}
 	t.Logf("%d lines followed across %d kills of the tail", want, restarts-1)
+}
+
+// logFrom makes a log in dir that begins at offset first (as a raftstore
+// log does) and appends bodies; the writer is returned open.
+func logFrom(t *testing.T, dir string, first uint64, bodies ...string) *engine.Log {
+	t.Helper()
+	l, err := engine.Open(dir, engine.Options{FirstOffset: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, b := range bodies {
+		if _, err := l.Append([]byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// returnsWithin runs f and fails the test when it has not returned in 10
+// seconds.
+func returnsWithin[T any](t *testing.T, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return in 10s", what)
+		panic("unreachable")
+	}
+}
+
+// runWithin runs `pagelog args...` in-process and fails the test when it
+// has not returned in 10 seconds.
+func runWithin(t *testing.T, args ...string) result {
+	t.Helper()
+	return returnsWithin(t, "pagelog "+strings.Join(args, " "), func() result {
+		var out, errOut bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errOut)
+		return result{code: code, stdout: out.String(), stderr: errOut.String()}
+	})
+}
+
+func TestTailBelowFirstOffsetReportsTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	l := logFrom(t, dir, 1000)
+	// An empty log: the offsets below its first are reported, nothing
+	// printed.
+	r := runWithin(t, "tail", "--dir", dir, "--from", "0")
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "offsets [0, 1000) lie below the log's first offset 1000") {
+		t.Fatalf("tail --from 0 of an empty log beginning at 1000: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, b := range []string{"a", "b"} {
+		if _, err := l.Append([]byte(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = runWithin(t, "tail", "--dir", dir, "--from", "0")
+	if r.code != 1 || r.stdout != "a\nb\n" || !strings.Contains(r.stderr, "0 records lost") || strings.Count(r.stderr, "\n") != 1 {
+		t.Fatalf("tail --from 0: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runWithin(t, "tail", "--dir", dir, "--from", "999", "--json")
+	if lines := strings.Split(r.stdout, "\n"); r.code != 1 || len(lines) != 4 || !strings.Contains(lines[0], `"offset":999`) ||
+		!strings.Contains(lines[0], `"error":"offset dropped from the front of the log: offsets [999, 1000)`) || !strings.Contains(lines[1], `"offset":1000`) {
+		t.Fatalf("tail --from 999 --json: exit %d, stdout %q", r.code, r.stdout)
+	}
+
+	// A cursor committed below the first record.
+	c, err := engine.OpenCursor(dir, "low", engine.CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Seek(5); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	r = runWithin(t, "tail", "--dir", dir, "--cursor", "low")
+	if r.code != 1 || r.stdout != "a\nb\n" || !strings.Contains(r.stderr, "[5, 1000)") {
+		t.Fatalf("tail --cursor at 5 of a log beginning at 1000: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// lines sends the lines of r on the returned channel, and closes it at
+// the end.
+func lines(r io.Reader) <-chan string {
+	ch := make(chan string, 100)
+	go func() {
+		defer close(ch)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			ch <- sc.Text()
+		}
+	}()
+	return ch
+}
+
+// wantLines reads the lines want from ch, in order, in 10 seconds.
+func wantLines(t *testing.T, ch <-chan string, want ...string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for _, w := range want {
+		select {
+		case got, ok := <-ch:
+			if !ok || got != w {
+				t.Fatalf("tail printed %q (ended: %v), want %q", got, !ok, w)
+			}
+		case <-timeout:
+			t.Fatalf("tail did not print %q in 10s", w)
+		}
+	}
+}
+
+// startTail runs the pagelog binary's tail with args, its standard output
+// as lines on a channel, its standard error in a buffer (read it once the
+// command has ended). Skipped with -short.
+func startTail(t *testing.T, args ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs processes")
+	}
+	cmd := exec.Command(pagelogBinary(t), append([]string{"tail"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, lines(out), stderr
+}
+
+// interrupt sends SIGINT to the command and returns its exit code, failing
+// the test when it has not exited in 10 seconds.
+func interrupt(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail did not end in 10s after SIGINT")
+		return -1
+	}
+}
+
+func TestTailFollowBelowFirstOffsetEndsOnInterrupt(t *testing.T) {
+	dir := t.TempDir()
+	l := logFrom(t, dir, 1000, "a", "b")
+	cmd, out, stderr := startTail(t, "--dir", dir, "--from", "0", "--follow")
+	wantLines(t, out, "a", "b")
+	if _, err := l.Append([]byte("c")); err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out, "c")
+	if code := interrupt(t, cmd); code != 1 {
+		t.Fatalf("tail --follow ended with exit %d after SIGINT, want 1 (it reported a range): %s", code, stderr)
+	}
+	if s := stderr.String(); strings.Count(s, "\n") != 1 || !strings.Contains(s, "[0, 1000)") {
+		t.Fatalf("tail --from 0 --follow of a log beginning at 1000 wrote %q, want one report of [0, 1000)", s)
+	}
+}
+
+// waitSleeper waits until a reader sleeps on dir's log.notify (its
+// sleepers word, FORMAT.md, is set): the reader has looked at the log and
+// found nothing to read. Linux only (where readers sleep on a futex);
+// elsewhere it returns at once.
+func waitSleeper(t *testing.T, dir string) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		b, err := os.ReadFile(filepath.Join(dir, "log.notify"))
+		if err == nil && len(b) >= 68 && binary.BigEndian.Uint32(b[64:]) != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no reader slept on log.notify in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestTailFollowFromPastTheEndWaitsForIt(t *testing.T) {
+	dir := t.TempDir()
+	l := logFrom(t, dir, 0, "r0", "r1")
+	cmd, out, stderr := startTail(t, "--dir", dir, "--from", "5", "--follow")
+	waitSleeper(t, dir)
+	for i := 2; i < 5; i++ {
+		if _, err := l.Append([]byte(fmt.Sprintf("r%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 5; i < 8; i++ {
+		if _, err := l.Append([]byte(fmt.Sprintf("r%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantLines(t, out, "r5", "r6", "r7")
+	if code := interrupt(t, cmd); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("tail --from 5 --follow: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestTailCursorHeldElsewhereNamesIt(t *testing.T) {
+	dir := t.TempDir()
+	logFrom(t, dir, 0, "a")
+	c, err := engine.OpenCursor(dir, "billing", engine.CursorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := runCmd(t, "", "tail", "--dir", dir, "--cursor", "billing")
+	if r.code != 1 || !strings.Contains(r.stderr, `cursor "billing"`) || !strings.Contains(r.stderr, "held by another holder") || strings.Contains(r.stderr, "writer") {
+		t.Fatalf("tail --cursor of a held cursor: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// cutOnFirstWrite is a standard output that runs cut before its first
+// write goes through.
+type cutOnFirstWrite struct {
+	bytes.Buffer
+	cut func()
+}
+
+func (w *cutOnFirstWrite) Write(p []byte) (int, error) {
+	if w.cut != nil {
+		w.cut()
+		w.cut = nil
+	}
+	return w.Buffer.Write(p)
+}
+
+func TestTailStopsAtACutBelowItsEnd(t *testing.T) {
+	l := logFrom(t, t.TempDir(), 0)
+	const n = 2 * flushEvery
+	for i := 0; i < n; i++ {
+		if _, err := l.Append([]byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first flush of what tail printed (after flushEvery records)
+	// cuts the log below the record tail reads next. The tailer reads the
+	// writer's own log, which sees the cut at once (a log opened read-only
+	// sees it within a moment: the same path, at a time a test cannot
+	// choose).
+	const at = 100
+	out := &cutOnFirstWrite{cut: func() {
+		if err := l.Truncate(at); err != nil {
+			t.Error(err)
+		}
+	}}
+	var stderr bytes.Buffer
+	tl := &tailer{log: l, w: bufio.NewWriterSize(out, 64<<10), stderr: &stderr}
+	err := returnsWithin(t, "tail without --follow", func() error { return tl.run(context.Background(), false) })
+	got := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if err != nil || !tl.bad || len(got) != flushEvery-1 || !strings.Contains(stderr.String(), fmt.Sprintf("the log was cut at %d", at)) {
+		t.Fatalf("tail of a log cut at %d while it printed: %v, %d lines, stderr %q", at, err, len(got), stderr.String())
+	}
 }
