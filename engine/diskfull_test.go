@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -145,4 +146,96 @@ func hasRecycled(t *testing.T, dir string) bool {
 		}
 	}
 	return false
+}
+
+// noFault runs f with memory faults turned into panics, and fails the
+// test if one comes: a store into a hole of a file on a full file system
+// raises SIGBUS, which would otherwise end the test binary.
+func noFault(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("%s faulted: %v\n%s", what, r, debug.Stack())
+		}
+	}()
+	f()
+}
+
+// TestWritableOpenOnFullDiskWithoutNotifyFile: a writable Open on a full
+// file system of a log whose log.notify is missing (a log older than the
+// file, or one whose file was removed), or is a hole of its size (a writer
+// ended between making the file and storing in it), never faults: the
+// file's blocks are allocated before the first store, and a log that
+// cannot allocate them goes on without it. Once there is space, the next
+// Open makes it again.
+func TestWritableOpenOnFullDiskWithoutNotifyFile(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(path string) error
+	}{
+		{"missing", os.Remove},
+		{"hole", func(path string) error {
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Truncate(path, notifySize)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fsdir := mountTmpfs(t, "4m")
+			dir := filepath.Join(fsdir, "log")
+			opts := Options{SegmentBytes: 256 << 10}
+			l := mustOpen(t, dir, opts)
+			body := bytes.Repeat([]byte{7}, 1000)
+			for i := 0; i < 10; i++ {
+				if _, err := l.Append(body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			notify := filepath.Join(dir, notifyName)
+			if err := c.damage(notify); err != nil {
+				t.Fatal(err)
+			}
+			// Without log.clean (a writer that was killed): an Open that
+			// removes it frees a page, which the file would take.
+			if err := os.Remove(filepath.Join(dir, cleanName)); err != nil {
+				t.Fatal(err)
+			}
+			ballast := fillDisk(t, fsdir)
+			var err error
+			noFault(t, "a writable Open on a full disk", func() { l, err = Open(dir, opts) })
+			if err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("Open on a full disk: %v, want success or ENOSPC", err)
+				}
+			} else {
+				r, err := l.Read(9)
+				if err != nil || !bytes.Equal(r.Body, body) {
+					t.Fatalf("Read(9) after the Open on a full disk: %v", err)
+				}
+				r.Release()
+			}
+			if err := os.Remove(ballast); err != nil {
+				t.Fatal(err)
+			}
+			if l != nil {
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l = mustOpen(t, dir, opts)
+			if m := openNotifyView(dir); m == nil {
+				t.Fatal("no usable log.notify after an Open with space")
+			} else {
+				m.release()
+			}
+		})
+	}
 }
