@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -162,6 +163,21 @@ func noFault(t *testing.T, what string, f func()) {
 	f()
 }
 
+// holeOfSize returns a function that makes path a new file of size bytes
+// with no block allocated (ftruncate), as a process that ended between
+// making a file and storing in it leaves it.
+func holeOfSize(size int64) func(path string) error {
+	return func(path string) error {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.WriteFile(path, nil, 0o600); err != nil {
+			return err
+		}
+		return os.Truncate(path, size)
+	}
+}
+
 // TestWritableOpenOnFullDiskWithoutNotifyFile: a writable Open on a full
 // file system of a log whose log.notify is missing (a log older than the
 // file, or one whose file was removed), or is a hole of its size (a writer
@@ -175,15 +191,7 @@ func TestWritableOpenOnFullDiskWithoutNotifyFile(t *testing.T) {
 		damage func(path string) error
 	}{
 		{"missing", os.Remove},
-		{"hole", func(path string) error {
-			if err := os.Remove(path); err != nil {
-				return err
-			}
-			if err := os.WriteFile(path, nil, 0o600); err != nil {
-				return err
-			}
-			return os.Truncate(path, notifySize)
-		}},
+		{"hole", holeOfSize(notifySize)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fsdir := mountTmpfs(t, "4m")
@@ -235,6 +243,63 @@ func TestWritableOpenOnFullDiskWithoutNotifyFile(t *testing.T) {
 				t.Fatal("no usable log.notify after an Open with space")
 			} else {
 				m.release()
+			}
+		})
+	}
+}
+
+// TestOpenCursorOnFullDisk: opening a cursor on a full file system, whose
+// position file is new or a hole of its size (an opener ended between
+// making it and storing in it), fails with an error wrapping ENOSPC and
+// never faults: the file's blocks are allocated before the first store.
+// Once there is space, the cursor opens and commits.
+func TestOpenCursorOnFullDisk(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"new", func(string) error { return nil }},
+		{"hole", holeOfSize(cursorFileSize)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fsdir := mountTmpfs(t, "4m")
+			dir := filepath.Join(fsdir, "log")
+			l := mustOpen(t, dir, Options{SegmentBytes: 256 << 10})
+			if _, err := l.Append([]byte("one")); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(dir, cursorDir), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.make(filepath.Join(dir, cursorDir, "c")); err != nil {
+				t.Fatal(err)
+			}
+			ballast := fillDisk(t, fsdir)
+			var cur *Cursor
+			var err error
+			noFault(t, "OpenCursor on a full disk", func() { cur, err = OpenCursor(dir, "c", CursorOptions{}) })
+			if !errors.Is(err, syscall.ENOSPC) {
+				if cur != nil {
+					_ = cur.Close()
+				}
+				t.Fatalf("OpenCursor on a full disk: %v, want an error wrapping ENOSPC", err)
+			}
+			if err := os.Remove(ballast); err != nil {
+				t.Fatal(err)
+			}
+			cur, err = OpenCursor(dir, "c", CursorOptions{})
+			if err != nil {
+				t.Fatalf("OpenCursor once there is space: %v", err)
+			}
+			defer cur.Close()
+			if err := cur.Seek(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := cur.Commit(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
