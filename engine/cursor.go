@@ -183,10 +183,11 @@ func (c *Cursor) open(dir string) error {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	created := st.Size() == 0
-	if st.Size() < cursorFileSize {
-		if err := f.Truncate(cursorFileSize); err != nil {
-			return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
-		}
+	// Allocated before it is mapped, a file found at its size too: a
+	// store into a hole of a full file system raises SIGBUS, where
+	// fallocate fails with ENOSPC.
+	if err := mmapfile.Allocate(f, 0, cursorFileSize); err != nil {
+		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	if c.mem, err = mmapfile.Map(f, cursorFileSize, true); err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)

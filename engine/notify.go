@@ -171,22 +171,21 @@ type notifier struct {
 // openNotifier opens (creating it if needed) log.notify for a writable
 // log and publishes the active segment. A file that is short or of
 // another version is set up again in place: never replaced, so that a
-// reader that maps it keeps seeing it. A failure leaves the log without
-// one: readers then find records by looking at the files.
+// reader that maps it keeps seeing it. A failure (a full disk among
+// them) leaves the log without one: readers then find records by looking
+// at the files.
 func openNotifier(dir string, mode os.FileMode, s *segment.Segment) (*notifier, error) {
 	f, err := os.OpenFile(filepath.Join(dir, notifyName), os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	// Its blocks are allocated before the first store, a file found at
+	// its size too (a writer may have ended between making it and
+	// storing in it): a store into a hole of a full file system raises
+	// SIGBUS, where fallocate fails with ENOSPC.
+	if err := mmapfile.Allocate(f, 0, notifySize); err != nil {
 		return nil, err
-	}
-	if st.Size() < notifySize {
-		if err := f.Truncate(notifySize); err != nil {
-			return nil, err
-		}
 	}
 	mem, err := mmapfile.Map(f, notifySize, true)
 	if err != nil {

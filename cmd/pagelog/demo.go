@@ -347,7 +347,7 @@ func (d *demo) queuePhase() (err error) {
 	if err := os.RemoveAll(qdir); err != nil {
 		return err
 	}
-	marks, err := mapMarks(marksPath, d.messages)
+	marks, err := mapMarks(marksPath, d.messages, true)
 	if err != nil {
 		return err
 	}

@@ -590,7 +590,7 @@ func queueDemoChild(dir, marksPath, nArg, sizeArg string) int {
 		fmt.Fprintln(os.Stderr, "queue demo child:", err)
 		return 2
 	}
-	marks, err := mapMarks(marksPath, n)
+	marks, err := mapMarks(marksPath, n, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "queue demo child:", err)
 		return 1
@@ -620,18 +620,30 @@ func progressPrinter(step int64) func(cycles int64, elapsed time.Duration) {
 	}
 }
 
-// mapMarks maps the marks file at path (created or cleared) shared and
-// writable: one uint32 per message, updated with atomic ORs.
-func mapMarks(path string, n int) ([]uint32, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// mapMarks maps the marks file at path shared and writable: one uint32 per
+// message, updated with atomic ORs. create makes it anew (the parent's
+// call, before the child starts): n zeros written, not a hole made by
+// ftruncate, so that a full disk fails here with ENOSPC instead of raising
+// SIGBUS at a store through the mapping. Without create the file is the
+// one the parent made, of that size.
+func mapMarks(path string, n int, create bool) ([]uint32, error) {
+	flag := os.O_RDWR
+	if create {
+		flag |= os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || st.Size() != int64(4*n) {
-		if err := f.Truncate(int64(4 * n)); err != nil {
-			return nil, err
+	if create {
+		if _, err := f.WriteAt(make([]byte, 4*n), 0); err != nil {
+			return nil, fmt.Errorf("marks file: %w", err)
 		}
+	} else if st, err := f.Stat(); err != nil {
+		return nil, err
+	} else if st.Size() != int64(4*n) {
+		return nil, fmt.Errorf("marks file %s: %d bytes, not the %d the parent made", path, st.Size(), 4*n)
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {

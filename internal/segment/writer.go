@@ -276,6 +276,11 @@ func (s *Segment) openWriter() error {
 		if err := s.growLocked(1); err != nil {
 			return err
 		}
+	} else if err := growTo(cfg, f, 0, st.Size()); err != nil {
+		// A file found at a size may hold holes within it (a copy by a
+		// tool that keeps files sparse makes its zeros holes): every
+		// block below alloc is allocated before the mappings touch it.
+		return err
 	}
 	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
 		return err
@@ -333,8 +338,8 @@ func growTo(cfg *Config, f *os.File, have, want int64) error {
 	return nil
 }
 
-// mapIndexFile opens an index file for writing, grows it to size bytes and
-// maps it.
+// mapIndexFile opens an index file for writing, allocates it to size
+// bytes and maps it.
 func (s *Segment) mapIndexFile(suffix string, size int) (*os.File, []byte, error) {
 	f, err := s.cfg.openFile(s.path(suffix), os.O_RDWR|os.O_CREATE)
 	if err != nil {
@@ -345,7 +350,9 @@ func (s *Segment) mapIndexFile(suffix string, size int) (*os.File, []byte, error
 		if st.Size() > int64(size) {
 			size = int(st.Size())
 		}
-		err = growTo(s.cfg, f, st.Size(), int64(size))
+		// From 0: a file found at its size may hold holes (see
+		// openWriter).
+		err = growTo(s.cfg, f, 0, int64(size))
 	}
 	var m []byte
 	if err == nil {
