@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,6 +190,22 @@ func paLeftovers(dir string) []string {
 		}
 	}
 	return out
+}
+
+// paLeftoversAfterOpen is paLeftovers of the directory of a log just
+// opened, whose checkpointer may be writing log.recovery through a
+// temporary file at that moment: a temporary file that goes within a few
+// seconds is its own, not one left behind.
+func paLeftoversAfterOpen(dir string) []string {
+	left := paLeftovers(dir)
+	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); {
+		if slices.ContainsFunc(left, func(n string) bool { return !strings.HasSuffix(n, ".tmp") }) {
+			return left
+		}
+		time.Sleep(time.Millisecond)
+		left = paLeftovers(dir)
+	}
+	return left
 }
 
 // paCloseClean closes l and checks that Close reports nothing and leaves

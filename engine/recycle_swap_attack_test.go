@@ -841,7 +841,7 @@ func TestRecycleSwapAttackKill(t *testing.T) {
 		if err != nil {
 			fail("Open after the kill: %v", err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := paLeftoversAfterOpen(dir); len(left) > 0 {
 			_ = l.Close()
 			fail("left after the open: %v (notes %q)", left, l.Recovery().Notes)
 		}
