@@ -85,6 +85,12 @@ func (q *Queue) openDeadLetters() error {
 				return nil
 			}
 		}
+		// The sibling may be a symbolic link: into the queue's
+		// directory, or to it, it is refused as a DeadLetterDir is.
+		var err error
+		if dir, err = checkDeadLetterDir(dir, q.dir); err != nil {
+			return err
+		}
 	}
 	o := Options{
 		Log:                q.opts.Log,

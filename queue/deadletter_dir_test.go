@@ -73,3 +73,96 @@ func TestDeadLetterDirInsideOrAboveTheQueueIsRefused(t *testing.T) {
 		mustCloseQueue(t, q)
 	}
 }
+
+// TestDeadLetterDirThroughLinkDotDotIsResolvedAsTheSystemDoes: ".." after
+// a symbolic link goes up from the link's target, as the system resolves
+// the path when it creates the directory, not from the link's place: a
+// dead-letter directory "link/../dead" whose link points into the queue's
+// directory lies inside it and is refused. So is a dangling link into the
+// queue's directory (the system would create its target), a link loop, and
+// the default sibling "<dir>.dead" when it is a link to the queue's
+// directory or into it. A refused directory is not created.
+func TestDeadLetterDirThroughLinkDotDotIsResolvedAsTheSystemDoes(t *testing.T) {
+	type paths struct{ root, dir, into, dangling, loop string }
+	setup := func(t *testing.T) paths {
+		root, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := paths{root: root, dir: filepath.Join(root, "q"), into: filepath.Join(root, "into"),
+			dangling: filepath.Join(root, "dangling"), loop: filepath.Join(root, "loop")}
+		if err := os.MkdirAll(filepath.Join(p.dir, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(p.dir, "sub"), p.into); err != nil {
+			t.Skipf("no symbolic links here: %v", err)
+		}
+		for link, target := range map[string]string{p.dangling: filepath.Join(p.dir, "dead"), p.loop: p.loop} {
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	// The paths are joined with "/", not filepath.Join: Join would take
+	// "link/.." away before the system sees it.
+	for _, c := range []struct {
+		name, why string
+		dead      func(p paths) string
+	}{
+		{"dotdot after a link", "inside", func(p paths) string { return p.into + "/../dead" }},
+		{"dotdot after a link, then a new directory", "inside", func(p paths) string { return p.into + "/new/../../dead" }},
+		{"dotdot after a link to the queue's own", "own", func(p paths) string { return p.into + "/.." }},
+		{"a dangling link", "inside", func(p paths) string { return p.dangling }},
+		{"a link loop", "link", func(p paths) string { return p.loop + "/dead" }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := setup(t)
+			dead := c.dead(p)
+			q, err := Open(p.dir, Options{DeadLetterDir: dead})
+			if err == nil {
+				mustCloseQueue(t, q)
+				t.Fatalf("Open(%s) with DeadLetterDir %s worked", p.dir, dead)
+			}
+			if !errors.Is(err, engine.ErrBadOptions) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("Open(%s) with DeadLetterDir %s: %v, want ErrBadOptions saying %q", p.dir, dead, err, c.why)
+			}
+			if _, err := os.Stat(filepath.Join(p.dir, "dead")); err == nil {
+				t.Fatalf("the refused dead-letter directory %s was created inside the queue's", dead)
+			}
+		})
+	}
+	t.Run("beside, through a link", func(t *testing.T) {
+		p := setup(t)
+		dead := p.into + "/../../beside"
+		q, err := Open(p.dir, Options{DeadLetterDir: dead})
+		if err != nil {
+			t.Fatalf("DeadLetterDir %s (the sibling beside) refused: %v", dead, err)
+		}
+		mustCloseQueue(t, q)
+		if ok, err := IsQueue(filepath.Join(p.root, "beside")); !ok || err != nil {
+			t.Fatalf("the dead-letter queue is not in %s: %v %v", filepath.Join(p.root, "beside"), ok, err)
+		}
+	})
+	for _, target := range []string{"the queue's own directory", "inside the queue's directory"} {
+		t.Run("the default sibling a link to "+target, func(t *testing.T) {
+			p := setup(t)
+			to := p.dir
+			if target != "the queue's own directory" {
+				to = filepath.Join(p.dir, "sub")
+			}
+			sib := DeadLetterPath(p.dir)
+			if err := os.Symlink(to, sib); err != nil {
+				t.Fatal(err)
+			}
+			q, err := Open(p.dir, Options{MaxReceives: 2})
+			if err == nil {
+				mustCloseQueue(t, q)
+				t.Fatalf("Open(%s) with its sibling %s a link to %s worked", p.dir, sib, to)
+			}
+			if !errors.Is(err, engine.ErrBadOptions) {
+				t.Fatalf("Open(%s) with its sibling %s a link to %s: %v, want ErrBadOptions", p.dir, sib, to, err)
+			}
+		})
+	}
+}

@@ -110,6 +110,10 @@ func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, erro
 	d := q.dedup
 	d.mu.Lock()
 	for {
+		if q.closed.Load() {
+			d.mu.Unlock()
+			return 0, engine.ErrClosed // not the first offset, as if sent
+		}
 		now := q.now()
 		d.expire(now)
 		first, ok := d.ids[id]
@@ -171,8 +175,10 @@ func (q *Queue) rebuildDedup() error {
 			continue // damaged or dropped: nothing to remember
 		}
 		a, err := r.Attrs()
-		if err != nil || a.Dedup == nil || a.HasMoved {
-			continue // a moved message's id was forgotten before its move
+		if err != nil || a.Dedup == nil || a.HasMoved || a.HasOrigin {
+			// A moved message's id was forgotten before its move; a
+			// dead letter keeps its id, but no send with it came here.
+			continue
 		}
 		for k < len(probe) && r.Offset >= probe[k] {
 			k++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -40,10 +41,13 @@ type Options struct {
 	MaxReceives int
 	// DeadLetterDir is the directory of the dead-letter queue; default the
 	// sibling directory "<dir>.dead". The queue's own directory, one
-	// inside it and one that holds it are refused (ErrBadOptions), after
-	// relative paths and symbolic links are resolved. The dead-letter queue is opened (and
-	// created) with the queue when MaxReceives > 0 or DeadLetterDir is set,
-	// and the sibling also when it holds a queue already.
+	// inside it and one that holds it are refused (ErrBadOptions), the
+	// sibling too, once relative paths, symbolic links (dangling ones
+	// too) and ".." are resolved as the system resolves them (a ".."
+	// after a link goes up from the link's target). The dead-letter
+	// queue is opened (and created) with the queue when MaxReceives > 0
+	// or DeadLetterDir is set, and the sibling also when it holds a queue
+	// already.
 	DeadLetterDir string
 	// MaxHeldSegments bounds the message-log segments that a message
 	// which never finishes (stuck in flight, failing again and again,
@@ -147,25 +151,30 @@ func (o Options) withDefaults(dir string) (Options, error) {
 		o.Clock = systemClock{}
 	}
 	if o.DeadLetterDir != "" {
-		if err := checkDeadLetterDir(o.DeadLetterDir, dir); err != nil {
+		dead, err := checkDeadLetterDir(o.DeadLetterDir, dir)
+		if err != nil {
 			return o, err
 		}
+		o.DeadLetterDir = dead
 	}
 	return o, o.Log.Validate()
 }
 
 // checkDeadLetterDir refuses a dead-letter directory that is the queue's
 // own, lies inside it (the queue would take the dead-letter queue's files
-// for its own) or holds it, once both paths are made absolute and their
-// symbolic links resolved.
-func checkDeadLetterDir(dead, dir string) error {
+// for its own) or holds it, once both paths are resolved as the system
+// resolves them (see resolvePath). It returns the path to open the
+// dead-letter queue at: dead as it is, or its resolved form when dead has
+// a ".." after a symbolic link, which filepath.Clean (and so every file
+// path joined to it) would take to another directory than the system.
+func checkDeadLetterDir(dead, dir string) (string, error) {
 	d, err := resolvePath(dead)
 	if err != nil {
-		return fmt.Errorf("%w: DeadLetterDir %s: %w", engine.ErrBadOptions, dead, err)
+		return "", fmt.Errorf("%w: DeadLetterDir %s: %w", engine.ErrBadOptions, dead, err)
 	}
 	q, err := resolvePath(dir)
 	if err != nil {
-		return fmt.Errorf("%w: queue directory %s: %w", engine.ErrBadOptions, dir, err)
+		return "", fmt.Errorf("%w: queue directory %s: %w", engine.ErrBadOptions, dir, err)
 	}
 	var why string
 	switch {
@@ -176,37 +185,76 @@ func checkDeadLetterDir(dead, dir string) error {
 	case within(q, d):
 		why = "holds the queue's directory"
 	default:
-		return nil
+		if c, err := resolvePath(filepath.Clean(dead)); err != nil || c != d {
+			return d, nil
+		}
+		return dead, nil
 	}
-	return fmt.Errorf("%w: DeadLetterDir %s (%s) %s %s (%s): the dead-letter queue needs a directory of its own, beside the queue's",
+	return "", fmt.Errorf("%w: DeadLetterDir %s (%s) %s %s (%s): the dead-letter queue needs a directory of its own, beside the queue's",
 		engine.ErrBadOptions, dead, d, why, dir, q)
 }
 
-// resolvePath returns p made absolute with the symbolic links of its
-// longest existing part resolved; the part that does not exist yet
-// follows as it is.
+// resolvePath returns the directory p names for the system: made
+// absolute, each symbolic link replaced by its target (a dangling one
+// too: creating the directory creates its target), and each ".." taking
+// away the component before it once the links up to it are resolved, as
+// the system does (filepath.Abs and Clean take "link/.." away as text,
+// which names another directory when link points elsewhere). Components
+// that do not exist yet follow as they are: they are to be created as
+// directories. More than maxLinks links are refused, as the system does.
 func resolvePath(p string) (string, error) {
-	abs, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	cur, rest := abs, ""
-	for {
-		r, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(r, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
+	const sep = string(filepath.Separator)
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
 			return "", err
 		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return abs, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
+		p = wd + sep + p
 	}
+	vol := filepath.VolumeName(p)
+	done, todo := vol+sep, p[len(vol):]
+	links := 0
+	for todo != "" {
+		var c string
+		c, todo, _ = strings.Cut(todo, sep)
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			done = filepath.Dir(done)
+			continue
+		}
+		next := filepath.Join(done, c)
+		fi, err := os.Lstat(next)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			done = next // to be created
+			continue
+		case err != nil:
+			return "", err
+		case fi.Mode()&fs.ModeSymlink == 0:
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symbolic links (a loop?)", p, maxLinks)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			v := filepath.VolumeName(target)
+			done, target = v+sep, target[len(v):]
+		}
+		todo = target + sep + todo
+	}
+	return done, nil
 }
+
+// maxLinks is how many symbolic links resolvePath follows, as Linux's
+// path lookup does (40).
+const maxLinks = 40
 
 // within reports whether path p lies below dir (both clean and absolute).
 func within(p, dir string) bool {
