@@ -308,23 +308,39 @@ func (q *Queue) checkpoint() error {
 // sideStarts returns where the delete log and the receive-count log must
 // start for a checkpoint of head: below it, every record names a message
 // below head. It never goes below what queue.head holds (the segments
-// below that may be gone), unless the log ends below that (it lost its
-// records, which the open reported: its offsets start again). Called
-// with q.mu and q.ck.mu held.
+// below that may be gone; see restartedSides for a log that started
+// again). Called with q.mu and q.ck.mu held.
 func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
 	start := func(l *engine.Log, b *deleteBuckets, was uint64) uint64 {
-		next := l.Next()
-		p := b.dropPoint(head, next)
-		if was <= next {
-			p = max(p, was)
-		}
-		return p
+		return max(b.dropPoint(head, l.Next()), was)
 	}
 	dels = start(q.dels, &q.buckets, q.ck.h.dels.from)
 	if q.recvs != nil {
 		recvs = start(q.recvs, &q.recvBuckets, q.ck.h.recvs.from)
 	}
 	return dels, recvs
+}
+
+// restartedSides forgets, of what queue.head holds, the start of a side
+// log that ends below it: the log started again (its directory was
+// removed; the open reported the records it held), its offsets count
+// from its new start, and the old start bounds none of its drops: taken
+// as one, it would let a checkpoint remove the new records below it once
+// the log grew past it. queue.head is written again at the next
+// checkpoint. Called at open, with the side logs read.
+func (q *Queue) restartedSides() {
+	restarted := func(l *engine.Log, span *sideSpan) {
+		var first, next uint64
+		if l != nil {
+			first, next = l.First(), l.Next()
+		}
+		if span.from > next {
+			span.from = first
+			q.ck.written = false
+		}
+	}
+	restarted(q.dels, &q.ck.h.dels)
+	restarted(q.recvs, &q.ck.h.recvs)
 }
 
 // sidesDurable returns how far the delete log and the receive-count log
