@@ -37,7 +37,7 @@ import (
 // The side logs' fields say which of their records the queue relies on:
 // those from "from" on may name messages at or above the head (the
 // checkpoint drops no segment above it), and those below "durable" were
-// synced. At open, a side log that starts above "from", or ends below
+// synced (under SyncNone, written: see sidesDurable). At open, a side log that starts above "from", or ends below
 // "durable", lost records: damage, reported with how many (see
 // sideLoss). Versions 1 and 2 tell nothing of the side logs: their loss
 // is found only where the logs' own walk finds it.
@@ -344,21 +344,41 @@ func (q *Queue) restartedSides() {
 }
 
 // sidesDurable returns how far the delete log and the receive-count log
-// are synced.
+// hold every record for sure: how far they were synced, or, under
+// SyncNone, which syncs nothing, how far they were written (a crash of
+// the process keeps that; a power failure may not, and the records it
+// then takes are lost: their deleted messages come back, and the open
+// reports them). Without the latter, under SyncNone queue.head would
+// vouch for none of their records, and a log removed whole would go
+// unreported.
 func (q *Queue) sidesDurable() (dels, recvs uint64) {
-	if q.recvs != nil {
-		recvs = q.recvs.Durable()
+	end := func(l *engine.Log) uint64 {
+		switch {
+		case l == nil:
+			return 0
+		case q.opts.Log.Sync == engine.SyncNone:
+			return l.Next()
+		}
+		return l.Durable()
 	}
-	return q.dels.Durable(), recvs
+	return end(q.dels), end(q.recvs)
 }
 
 // writeHead writes h to queue.head, then drops what lies below it. The
-// side logs' durable ends are taken again after the delete log's sync.
+// side logs' durable ends are taken again after their sync.
 func (q *Queue) writeHead(h headState) error {
 	if q.opts.Log.Sync != engine.SyncNone {
-		// Every delete record below head is durable before head is.
+		// Every delete record below head is durable before head is,
+		// and the receive-count log is synced too, so that what
+		// queue.head records of it covers what it holds (under
+		// SyncInterval its own syncs may lag).
 		if err := q.dels.Sync(); err != nil {
 			return err
+		}
+		if q.recvs != nil {
+			if err := q.recvs.Sync(); err != nil {
+				return err
+			}
 		}
 		h.dels.durable, h.recvs.durable = q.sidesDurable()
 	}
