@@ -307,40 +307,22 @@ func (q *Queue) checkpoint() error {
 
 // sideStarts returns where the delete log and the receive-count log must
 // start for a checkpoint of head: below it, every record names a message
-// below head. It never goes below what queue.head holds (the segments
-// below that may be gone; see restartedSides for a log that started
-// again). Called with q.mu and q.ck.mu held.
+// below head. It never goes below the log's first offset, so that the
+// next open finds no segment missing below it that it found there before
+// (the open that found them missing reported them). It never takes where
+// queue.head says the log started as a floor either: a log started again
+// (its directory removed) counts its offsets from 0, and that start would
+// let the checkpoint remove new records below it. Called with q.mu and
+// q.ck.mu held.
 func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
-	start := func(l *engine.Log, b *deleteBuckets, was uint64) uint64 {
-		return max(b.dropPoint(head, l.Next()), was)
+	start := func(l *engine.Log, b *deleteBuckets) uint64 {
+		return max(b.dropPoint(head, l.Next()), l.First())
 	}
-	dels = start(q.dels, &q.buckets, q.ck.h.dels.from)
+	dels = start(q.dels, &q.buckets)
 	if q.recvs != nil {
-		recvs = start(q.recvs, &q.recvBuckets, q.ck.h.recvs.from)
+		recvs = start(q.recvs, &q.recvBuckets)
 	}
 	return dels, recvs
-}
-
-// restartedSides forgets, of what queue.head holds, the start of a side
-// log that ends below it: the log started again (its directory was
-// removed; the open reported the records it held), its offsets count
-// from its new start, and the old start bounds none of its drops: taken
-// as one, it would let a checkpoint remove the new records below it once
-// the log grew past it. queue.head is written again at the next
-// checkpoint. Called at open, with the side logs read.
-func (q *Queue) restartedSides() {
-	restarted := func(l *engine.Log, span *sideSpan) {
-		var first, next uint64
-		if l != nil {
-			first, next = l.First(), l.Next()
-		}
-		if span.from > next {
-			span.from = first
-			q.ck.written = false
-		}
-	}
-	restarted(q.dels, &q.ck.h.dels)
-	restarted(q.recvs, &q.ck.h.recvs)
 }
 
 // sidesDurable returns how far the delete log and the receive-count log

@@ -271,3 +271,33 @@ func TestSideLogRemovedWholeIsReportedUnderEverySyncPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSideLogLossIsReportedByTheOpenThatFindsIt: a delete log whose first
+// segment is gone is reported by the open that finds it; the checkpoint
+// after that records where the log starts now, and the next open and
+// Stat find nothing new to report (the messages that came back are not
+// deleted, and are handed out as any other).
+func TestSideLogLossIsReportedByTheOpenThatFindsIt(t *testing.T) {
+	dir, clock, opts := sideLogQueue(t)
+	hRemoveSegment(t, filepath.Join(dir, deletesDir), hSegments(t, filepath.Join(dir, deletesDir))[0])
+	q := openTestQueue(t, dir, clock, opts)
+	rec := q.Recovery()
+	back := len(drain(t, q))
+	mustCloseQueue(t, q)
+	if rec.DeletesLost == 0 || back < 2 {
+		t.Fatalf("the first open: %d messages handed out, %d reported lost (%q)", back, rec.DeletesLost, rec.DeleteDamage)
+	}
+	st, err := Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q = openTestQueue(t, dir, clock, opts)
+	defer mustCloseQueue(t, q)
+	rec2 := q.Recovery()
+	if len(rec2.DeleteDamage)+len(st.DeleteDamage) != 0 || rec2.DeletesLost+st.DeletesLost != 0 {
+		t.Errorf("reported again: Recovery %q (%d), Stat %q (%d)", rec2.DeleteDamage, rec2.DeletesLost, st.DeleteDamage, st.DeletesLost)
+	}
+	if again := len(drain(t, q)); again != back {
+		t.Errorf("the second open handed out %d messages, the first %d: the messages that came back are not deleted", again, back)
+	}
+}

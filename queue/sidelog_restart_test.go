@@ -80,3 +80,45 @@ func TestDeleteLogStartedAgainKeepsItsRecords(t *testing.T) {
 			len(back), rec.DeleteDamage, rec.DeletesLost)
 	}
 }
+
+// TestDeleteLogStartedAgainKeepsItsRecordsAcrossACrash is the same with a
+// crash (a copy of the directory taken while the queue runs) before the
+// queue wrote queue.head again: the copy's queue.head still holds the old
+// log's start, and the reopened queue must not cut the new log there
+// either.
+func TestDeleteLogStartedAgainKeepsItsRecordsAcrossACrash(t *testing.T) {
+	dir, clock := t.TempDir(), newFakeClock()
+	opts := func(o *Options) { o.MaxHeldSegments = 1 << 20 } // the message at the head stays where it is
+	q := openTestQueue(t, dir, clock, opts)
+	if err := q.DeleteBatch(sendDrain(t, q, "old", 3000)); err != nil {
+		t.Fatal(err)
+	}
+	mustCloseQueue(t, q)
+	h, err := readHead(dir)
+	if err != nil || h.dels.from == 0 {
+		t.Fatalf("queue.head after the first run: %+v, %v; want the delete log starting above 0", h, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, deletesDir)); err != nil {
+		t.Fatal(err)
+	}
+
+	q = openTestQueue(t, dir, clock, opts)
+	got := sendDrain(t, q, "new", 2*int(h.dels.from)+1000)
+	if err := q.DeleteBatch(got[1:]); err != nil {
+		t.Fatal(err)
+	}
+	crashed := t.TempDir() // no checkpoint ran: the fake clock stands still
+	copyTree(t, dir, crashed)
+	mustCloseQueue(t, q)
+
+	q = openTestQueue(t, crashed, clock, opts)
+	mustCloseQueue(t, q) // its checkpoint drops what it may
+	q = openTestQueue(t, crashed, clock, opts)
+	defer mustCloseQueue(t, q)
+	rec := q.Recovery()
+	back := drain(t, q)
+	if len(back) != 1 || len(rec.DeleteDamage) != 0 {
+		t.Fatalf("reopened: %d messages handed out (want the 1 not deleted), delete damage %q, %d may come back",
+			len(back), rec.DeleteDamage, rec.DeletesLost)
+	}
+}

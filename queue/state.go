@@ -130,7 +130,6 @@ func (q *Queue) restore() error {
 		loss.check("receive-count log (gone)", 0, 0, h.recvs, h.sides)
 	}
 	rec.ReceiveDamage, rec.ReceivesLost = loss.reports, loss.records
-	q.restartedSides()
 	if err := q.skipAhead(); err != nil {
 		return err
 	}
