@@ -37,7 +37,7 @@ import (
 // The side logs' fields say which of their records the queue relies on:
 // those from "from" on may name messages at or above the head (the
 // checkpoint drops no segment above it), and those below "durable" were
-// synced. At open, a side log that starts above "from", or ends below
+// synced (under SyncNone, written: see sidesDurable). At open, a side log that starts above "from", or ends below
 // "durable", lost records: damage, reported with how many (see
 // sideLoss). Versions 1 and 2 tell nothing of the side logs: their loss
 // is found only where the logs' own walk finds it.
@@ -307,42 +307,60 @@ func (q *Queue) checkpoint() error {
 
 // sideStarts returns where the delete log and the receive-count log must
 // start for a checkpoint of head: below it, every record names a message
-// below head. It never goes below what queue.head holds (the segments
-// below that may be gone), unless the log ends below that (it lost its
-// records, which the open reported: its offsets start again). Called
-// with q.mu and q.ck.mu held.
+// below head. It never goes below the log's first offset, so that the
+// next open finds no segment missing below it that it found there before
+// (the open that found them missing reported them). It never takes where
+// queue.head says the log started as a floor either: a log started again
+// (its directory removed) counts its offsets from 0, and that start would
+// let the checkpoint remove new records below it. Called with q.mu and
+// q.ck.mu held.
 func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
-	start := func(l *engine.Log, b *deleteBuckets, was uint64) uint64 {
-		next := l.Next()
-		p := b.dropPoint(head, next)
-		if was <= next {
-			p = max(p, was)
-		}
-		return p
+	start := func(l *engine.Log, b *deleteBuckets) uint64 {
+		return max(b.dropPoint(head, l.Next()), l.First())
 	}
-	dels = start(q.dels, &q.buckets, q.ck.h.dels.from)
+	dels = start(q.dels, &q.buckets)
 	if q.recvs != nil {
-		recvs = start(q.recvs, &q.recvBuckets, q.ck.h.recvs.from)
+		recvs = start(q.recvs, &q.recvBuckets)
 	}
 	return dels, recvs
 }
 
 // sidesDurable returns how far the delete log and the receive-count log
-// are synced.
+// hold every record for sure: how far they were synced, or, under
+// SyncNone, which syncs nothing, how far they were written (a crash of
+// the process keeps that; a power failure may not, and the records it
+// then takes are lost: their deleted messages come back, and the open
+// reports them). Without the latter, under SyncNone queue.head would
+// vouch for none of their records, and a log removed whole would go
+// unreported.
 func (q *Queue) sidesDurable() (dels, recvs uint64) {
-	if q.recvs != nil {
-		recvs = q.recvs.Durable()
+	end := func(l *engine.Log) uint64 {
+		switch {
+		case l == nil:
+			return 0
+		case q.opts.Log.Sync == engine.SyncNone:
+			return l.Next()
+		}
+		return l.Durable()
 	}
-	return q.dels.Durable(), recvs
+	return end(q.dels), end(q.recvs)
 }
 
 // writeHead writes h to queue.head, then drops what lies below it. The
-// side logs' durable ends are taken again after the delete log's sync.
+// side logs' durable ends are taken again after their sync.
 func (q *Queue) writeHead(h headState) error {
 	if q.opts.Log.Sync != engine.SyncNone {
-		// Every delete record below head is durable before head is.
+		// Every delete record below head is durable before head is,
+		// and the receive-count log is synced too, so that what
+		// queue.head records of it covers what it holds (under
+		// SyncInterval its own syncs may lag).
 		if err := q.dels.Sync(); err != nil {
 			return err
+		}
+		if q.recvs != nil {
+			if err := q.recvs.Sync(); err != nil {
+				return err
+			}
 		}
 		h.dels.durable, h.recvs.durable = q.sidesDurable()
 	}

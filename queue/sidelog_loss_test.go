@@ -229,3 +229,75 @@ func TestQueueHeadVersion2StillOpens(t *testing.T) {
 		t.Errorf("queue.head after the next Close: %+v, %v; want version 3 of %+v", h2, err, h)
 	}
 }
+
+// TestSideLogRemovedWholeIsReportedUnderEverySyncPolicy removes the
+// delete log's or the receive-count log's directory of a queue closed
+// cleanly, under each sync policy: the records it held are reported lost,
+// with their number. Under SyncNone nothing is ever synced, and under
+// SyncInterval the receive-count log may not have been synced yet: a
+// queue.head that recorded only how far the logs were synced said
+// nothing was, and the 999 deleted messages came back unreported.
+func TestSideLogRemovedWholeIsReportedUnderEverySyncPolicy(t *testing.T) {
+	for _, policy := range []engine.SyncPolicy{engine.SyncNone, engine.SyncInterval, engine.SyncAlways} {
+		for _, sub := range []string{deletesDir, receivesDir} {
+			t.Run(fmt.Sprintf("%v/%s", policy, sub), func(t *testing.T) {
+				dir, clock, opts := sideLogQueue(t, func(o *Options) {
+					o.Log.Sync, o.Log.SyncInterval = policy, time.Hour // the interval syncer stays out of it
+				})
+				records := len(hInspect(t, filepath.Join(dir, sub), false))
+				if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+					t.Fatal(err)
+				}
+				st, err := Stat(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				q := openTestQueue(t, dir, clock, opts)
+				defer mustCloseQueue(t, q)
+				rec := q.Recovery()
+				back := len(drain(t, q)) - 1
+				if sub == deletesDir {
+					if back != records || rec.DeletesLost != uint64(records) || st.DeletesLost != uint64(records) || len(rec.DeleteDamage) == 0 || len(st.DeleteDamage) == 0 {
+						t.Errorf("%d deleted messages came back; Recovery says %d may (%q), Stat %d (%q); want %d",
+							back, rec.DeletesLost, rec.DeleteDamage, st.DeletesLost, st.DeleteDamage, records)
+					}
+					return
+				}
+				if rec.ReceivesLost != uint64(records) || st.ReceivesLost != uint64(records) || len(rec.ReceiveDamage) == 0 || len(st.ReceiveDamage) == 0 {
+					t.Errorf("Recovery says %d receive counts lost (%q), Stat %d (%q); want %d",
+						rec.ReceivesLost, rec.ReceiveDamage, st.ReceivesLost, st.ReceiveDamage, records)
+				}
+			})
+		}
+	}
+}
+
+// TestSideLogLossIsReportedByTheOpenThatFindsIt: a delete log whose first
+// segment is gone is reported by the open that finds it; the checkpoint
+// after that records where the log starts now, and the next open and
+// Stat find nothing new to report (the messages that came back are not
+// deleted, and are handed out as any other).
+func TestSideLogLossIsReportedByTheOpenThatFindsIt(t *testing.T) {
+	dir, clock, opts := sideLogQueue(t)
+	hRemoveSegment(t, filepath.Join(dir, deletesDir), hSegments(t, filepath.Join(dir, deletesDir))[0])
+	q := openTestQueue(t, dir, clock, opts)
+	rec := q.Recovery()
+	back := len(drain(t, q))
+	mustCloseQueue(t, q)
+	if rec.DeletesLost == 0 || back < 2 {
+		t.Fatalf("the first open: %d messages handed out, %d reported lost (%q)", back, rec.DeletesLost, rec.DeleteDamage)
+	}
+	st, err := Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q = openTestQueue(t, dir, clock, opts)
+	defer mustCloseQueue(t, q)
+	rec2 := q.Recovery()
+	if len(rec2.DeleteDamage)+len(st.DeleteDamage) != 0 || rec2.DeletesLost+st.DeletesLost != 0 {
+		t.Errorf("reported again: Recovery %q (%d), Stat %q (%d)", rec2.DeleteDamage, rec2.DeletesLost, st.DeleteDamage, st.DeletesLost)
+	}
+	if again := len(drain(t, q)); again != back {
+		t.Errorf("the second open handed out %d messages, the first %d: the messages that came back are not deleted", again, back)
+	}
+}
