@@ -8,6 +8,7 @@
 package httpserve
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +39,9 @@ const (
 	DefaultMaxConns     = 1024
 	// ReadHeaderTimeout bounds the headers alone (and a TLS handshake).
 	ReadHeaderTimeout = 10 * time.Second
+	// DefaultShutdownGrace is how long Shutdown waits for the requests
+	// under way.
+	DefaultShutdownGrace = 5 * time.Second
 )
 
 // ErrBadOptions is returned by Load for options that cannot work
@@ -62,7 +67,8 @@ type Options struct {
 	// Wait, when set, returns how long a request may wait before it
 	// answers (a long poll): its read and write deadlines move out by as
 	// much, so that the timeouts do not cut it.
-	Wait func(*http.Request) time.Duration
+	Wait          func(*http.Request) time.Duration
+	ShutdownGrace time.Duration
 }
 
 // AddFlags defines the flags that set o on fs: --read-timeout,
@@ -100,12 +106,15 @@ func Load(o Options) (*Setup, error) {
 	def(&o.ReadTimeout, DefaultReadTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)
 	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.ShutdownGrace, DefaultShutdownGrace)
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
 	switch {
 	case o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
 		return bad("--read-timeout %v, --write-timeout %v, --idle-timeout %v: not negative", o.ReadTimeout, o.WriteTimeout, o.IdleTimeout)
+	case o.ShutdownGrace < 0:
+		return bad("shutdown grace %v: not negative", o.ShutdownGrace)
 	case o.MaxConns < 0:
 		return bad("--max-conns %d: at least 1", o.MaxConns)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
@@ -166,18 +175,41 @@ func (s *Setup) Listener(ln net.Listener) net.Listener {
 
 // Server returns an http.Server of h with the timeouts, the token check
 // and the deadlines of the requests that wait. Serve it on Listener's
-// listener.
+// listener, and stop it with Shutdown (or its own Shutdown, which also
+// ends the requests that wait).
 func (s *Setup) Server(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           s.handler(h),
+	stopping, stop := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           s.handler(h, stopping),
 		ReadHeaderTimeout: min(ReadHeaderTimeout, s.o.ReadTimeout),
 		ReadTimeout:       s.o.ReadTimeout,
 		WriteTimeout:      s.o.WriteTimeout,
 		IdleTimeout:       s.o.IdleTimeout,
 	}
+	srv.RegisterOnShutdown(stop)
+	return srv
 }
 
-func (s *Setup) handler(h http.Handler) http.Handler {
+// Shutdown stops srv, a Server of s: it stops accepting, ends the
+// requests that wait (their context is cancelled, so that a long poll
+// answers at once), waits up to ShutdownGrace for the other requests under
+// way, then closes the connections still open (a client that trickles its
+// request does not hold the process). It returns an error only when the
+// listener or a connection fails to close.
+func (s *Setup) Shutdown(srv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	return err
+}
+
+// handler is h behind the token check; a request that waits has its
+// deadlines moved out by its wait, and its context cancelled when
+// stopping is done (the server shuts down).
+func (s *Setup) handler(h http.Handler, stopping context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.guard && (s.o.Guarded == nil || s.o.Guarded(r)) && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pagelog"`)
@@ -190,12 +222,32 @@ func (s *Setup) handler(h http.Handler) http.Handler {
 			if d := s.o.Wait(r); d > 0 {
 				rc := http.NewResponseController(w)
 				now := time.Now()
-				_ = rc.SetReadDeadline(now.Add(d + s.o.ReadTimeout))
-				_ = rc.SetWriteDeadline(now.Add(d + s.o.WriteTimeout))
+				// The read deadline cancels the request's context once
+				// its body is read (net/http then watches the connection
+				// for a close): it moves out only for a request without a
+				// body, so that a body is still read within ReadTimeout.
+				// The answer's deadline moves out whatever the body.
+				if r.ContentLength == 0 {
+					_ = rc.SetReadDeadline(now.Add(addSat(d, s.o.ReadTimeout)))
+				}
+				_ = rc.SetWriteDeadline(now.Add(addSat(d, s.o.WriteTimeout)))
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				defer context.AfterFunc(stopping, cancel)()
+				r = r.WithContext(ctx)
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// addSat is a+b of two durations not negative, at most the largest
+// duration.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // authorized compares the request's bearer token with the token in
