@@ -30,8 +30,9 @@ import (
 // ReadTimeout of its first byte (a body of 64 MiB at about 1 MiB/s) and
 // its answer leave within WriteTimeout; a kept-alive connection with no
 // request is closed after IdleTimeout. MaxConns connections are served at
-// once: the next ones wait in the kernel's accept queue, holding no
-// descriptor of the process, until one closes.
+// once: the next one takes the place of a kept-alive connection with no
+// request, if any, else waits (and the others in the kernel's accept
+// queue, holding no descriptor of the process) until one closes.
 const (
 	DefaultReadTimeout  = time.Minute
 	DefaultWriteTimeout = time.Minute
@@ -91,6 +92,7 @@ type Setup struct {
 	tls   *tls.Config
 	token [sha256.Size]byte
 	guard bool
+	idle  *idleConns // the connections of Server's servers waiting for a request
 }
 
 // Load checks o and reads its files.
@@ -122,7 +124,7 @@ func Load(o Options) (*Setup, error) {
 	case o.ClientCA != "" && o.TLSCert == "":
 		return bad("--client-ca needs --tls-cert and --tls-key")
 	}
-	s := &Setup{o: o}
+	s := &Setup{o: o, idle: newIdleConns()}
 	if o.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
@@ -164,9 +166,11 @@ func (s *Setup) Scheme() string {
 }
 
 // Listener returns ln bounded to MaxConns connections at once, under TLS
-// when configured.
+// when configured. At the bound, a new client takes the place of the
+// connection of Server's servers that has waited the longest for a
+// request, if any, else it waits for a connection to close.
 func (s *Setup) Listener(ln net.Listener) net.Listener {
-	ln = LimitListener(ln, s.o.MaxConns)
+	ln = &limitListener{Listener: ln, sem: make(chan struct{}, s.o.MaxConns), done: make(chan struct{}), idle: s.idle}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
@@ -185,6 +189,7 @@ func (s *Setup) Server(h http.Handler) *http.Server {
 		ReadTimeout:       s.o.ReadTimeout,
 		WriteTimeout:      s.o.WriteTimeout,
 		IdleTimeout:       s.o.IdleTimeout,
+		ConnState:         s.idle.track,
 	}
 	srv.RegisterOnShutdown(stop)
 	return srv
@@ -261,9 +266,9 @@ func (s *Setup) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
 }
 
-// LimitListener returns a listener that accepts at most n connections at
-// once from ln: Accept waits while n are open, and a connection's Close
-// frees its place.
+// LimitListener returns a listener that serves at most n connections at
+// once from ln: past n, Accept takes one more connection from ln and holds
+// it until a connection's Close frees a place.
 func LimitListener(ln net.Listener, n int) net.Listener {
 	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
@@ -273,18 +278,34 @@ type limitListener struct {
 	sem       chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// idle, when set, frees a place for a connection accepted past the
+	// bound by closing a kept-alive connection with no request.
+	idle *idleConns
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.sem
 		return nil, err
+	}
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		// A client waits for a place (its connection is the only one
+		// held past the bound: the server accepts one at a time).
+		wanted := l.idle != nil && l.idle.evict()
+		select {
+		case l.sem <- struct{}{}:
+			if wanted {
+				l.idle.unwant()
+			}
+		case <-l.done:
+			if wanted {
+				l.idle.unwant()
+			}
+			c.Close()
+			return nil, net.ErrClosed
+		}
 	}
 	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 }
@@ -304,4 +325,77 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// idleConns tracks a server's kept-alive connections that wait for a
+// request (http.Server.ConnState), so that a client waiting at the bound
+// gets the place of the one idle the longest, as it would after
+// IdleTimeout. Closing an idle connection is what IdleTimeout does: HTTP
+// clients expect it.
+type idleConns struct {
+	mu    sync.Mutex
+	since map[net.Conn]uint64 // idle connections, by when they became idle
+	seq   uint64
+	want  int // connections to close as they become idle
+}
+
+func newIdleConns() *idleConns { return &idleConns{since: map[net.Conn]uint64{}} }
+
+// track is the server's ConnState.
+func (ic *idleConns) track(c net.Conn, st http.ConnState) {
+	ic.mu.Lock()
+	if st != http.StateIdle {
+		delete(ic.since, c)
+		ic.mu.Unlock()
+		return
+	}
+	if ic.want > 0 {
+		ic.want--
+		ic.mu.Unlock()
+		closeConn(c)
+		return
+	}
+	ic.seq++
+	ic.since[c] = ic.seq
+	ic.mu.Unlock()
+}
+
+// evict closes the connection idle the longest; with none, it asks for
+// the next one to become idle and returns true (unwant cancels the ask).
+func (ic *idleConns) evict() (wanted bool) {
+	ic.mu.Lock()
+	var oldest net.Conn
+	for c, seq := range ic.since {
+		if oldest == nil || seq < ic.since[oldest] {
+			oldest = c
+		}
+	}
+	if oldest == nil {
+		ic.want++
+		ic.mu.Unlock()
+		return true
+	}
+	delete(ic.since, oldest)
+	ic.mu.Unlock()
+	closeConn(oldest)
+	return false
+}
+
+// unwant cancels an ask of evict that no connection answered.
+func (ic *idleConns) unwant() {
+	ic.mu.Lock()
+	if ic.want > 0 {
+		ic.want--
+	}
+	ic.mu.Unlock()
+}
+
+// closeConn closes c's network connection (under TLS, without the
+// close-notify alert a concurrent read of the server would race with):
+// the server's read fails and it closes c itself.
+func closeConn(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	_ = c.Close()
 }

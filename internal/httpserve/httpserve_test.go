@@ -131,3 +131,36 @@ func TestTokenGuardsRoutes(t *testing.T) {
 		}
 	}
 }
+
+// Kept-alive connections with no request do not hold the bound until
+// --idle-timeout: a new client, at the bound, gets the place of the
+// connection idle the longest.
+func TestIdleConnectionsGiveWayAtTheBound(t *testing.T) {
+	s, err := Load(Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serveOn(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	get := func(c *http.Client) error {
+		resp, err := c.Get("http://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	// Two clients that keep their connections open, idle (the bound).
+	for range 2 {
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		if err := get(&http.Client{Transport: tr, Timeout: 20 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A third is served (before the idle timeout, two minutes).
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if err := get(&http.Client{Transport: tr, Timeout: 20 * time.Second}); err != nil {
+		t.Fatalf("a client while %d connections are open and idle: %v", 2, err)
+	}
+}
