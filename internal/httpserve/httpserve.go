@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -60,7 +61,8 @@ type Options struct {
 	// ClientCA, a PEM file of CA certificates (with TLSCert), makes every
 	// client present a certificate signed by one of them (mutual TLS).
 	ClientCA string
-	// TokenFile holds a bearer token (white space around it is dropped):
+	// TokenFile holds a bearer token (white space around it is dropped;
+	// at most 4096 bytes):
 	// the requests Guarded tells must carry "Authorization: Bearer TOKEN".
 	TokenFile string
 	// Guarded tells the requests that need the token; nil: every one.
@@ -144,7 +146,7 @@ func Load(o Options) (*Setup, error) {
 		}
 	}
 	if o.TokenFile != "" {
-		b, err := os.ReadFile(o.TokenFile)
+		b, err := readSmall(o.TokenFile, maxTokenFile)
 		if err != nil {
 			return bad("--token-file: %v", err)
 		}
@@ -155,6 +157,29 @@ func Load(o Options) (*Setup, error) {
 		s.token, s.guard = sha256.Sum256([]byte(tok)), true
 	}
 	return s, nil
+}
+
+// maxTokenFile bounds what Load reads of --token-file: a token is far
+// shorter, and a header that carried more would pass no client or proxy.
+const maxTokenFile = 4096
+
+// readSmall reads the file at path, which must hold at most limit bytes
+// (a device such as /dev/zero, or the wrong file, is refused without
+// reading it whole).
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: over %d bytes, not a token", path, limit)
+	}
+	return b, nil
 }
 
 // Scheme is "https" with TLS, else "http".

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,7 +65,8 @@ func TestLoadRefusesBadOptions(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	spaced := filepath.Join(dir, "spaced")
-	for path, content := range map[string]string{empty: " \n", spaced: "two words\n"} {
+	huge := filepath.Join(dir, "huge") // not a token: the wrong file, or a device that never ends
+	for path, content := range map[string]string{empty: " \n", spaced: "two words\n", huge: strings.Repeat("a", 1<<20)} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +81,7 @@ func TestLoadRefusesBadOptions(t *testing.T) {
 		{TokenFile: filepath.Join(dir, "missing")},
 		{TokenFile: empty},
 		{TokenFile: spaced},
+		{TokenFile: huge},
 	} {
 		if _, err := Load(o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("Load(%+v): %v, want ErrBadOptions", o, err)
