@@ -172,8 +172,9 @@ func serveRaft(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 // serveMetrics serves /metrics on ln as setup says (timeouts, connection
-// bound, TLS, token) until ctx is done, then waits up to 5 s for the
-// scrapes under way. Scrapes run one at a time.
+// bound, TLS, token) until ctx is done, then waits for the scrapes under
+// way as setup.Shutdown does (5 s, then their connections close). Scrapes
+// run one at a time.
 func serveMetrics(ctx context.Context, setup *httpserve.Setup, ln net.Listener, dir, name string, errLog io.Writer) error {
 	var mu sync.Mutex
 	sc := &scraper{dir: dir}
@@ -215,9 +216,7 @@ func serveMetrics(ctx context.Context, setup *httpserve.Setup, ln net.Listener, 
 	done := make(chan error, 1)
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		done <- srv.Shutdown(sctx)
+		done <- setup.Shutdown(srv)
 	}()
 	if err := srv.Serve(setup.Listener(ln)); !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -8,6 +8,7 @@
 package httpserve
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -16,6 +17,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -28,8 +31,9 @@ import (
 // ReadTimeout of its first byte (a body of 64 MiB at about 1 MiB/s) and
 // its answer leave within WriteTimeout; a kept-alive connection with no
 // request is closed after IdleTimeout. MaxConns connections are served at
-// once: the next ones wait in the kernel's accept queue, holding no
-// descriptor of the process, until one closes.
+// once: the next one takes the place of a kept-alive connection with no
+// request, if any, else waits (and the others in the kernel's accept
+// queue, holding no descriptor of the process) until one closes.
 const (
 	DefaultReadTimeout  = time.Minute
 	DefaultWriteTimeout = time.Minute
@@ -37,6 +41,9 @@ const (
 	DefaultMaxConns     = 1024
 	// ReadHeaderTimeout bounds the headers alone (and a TLS handshake).
 	ReadHeaderTimeout = 10 * time.Second
+	// DefaultShutdownGrace is how long Shutdown waits for the requests
+	// under way.
+	DefaultShutdownGrace = 5 * time.Second
 )
 
 // ErrBadOptions is returned by Load for options that cannot work
@@ -54,7 +61,8 @@ type Options struct {
 	// ClientCA, a PEM file of CA certificates (with TLSCert), makes every
 	// client present a certificate signed by one of them (mutual TLS).
 	ClientCA string
-	// TokenFile holds a bearer token (white space around it is dropped):
+	// TokenFile holds a bearer token (white space around it is dropped;
+	// at most 4096 bytes):
 	// the requests Guarded tells must carry "Authorization: Bearer TOKEN".
 	TokenFile string
 	// Guarded tells the requests that need the token; nil: every one.
@@ -62,7 +70,8 @@ type Options struct {
 	// Wait, when set, returns how long a request may wait before it
 	// answers (a long poll): its read and write deadlines move out by as
 	// much, so that the timeouts do not cut it.
-	Wait func(*http.Request) time.Duration
+	Wait          func(*http.Request) time.Duration
+	ShutdownGrace time.Duration
 }
 
 // AddFlags defines the flags that set o on fs: --read-timeout,
@@ -85,6 +94,7 @@ type Setup struct {
 	tls   *tls.Config
 	token [sha256.Size]byte
 	guard bool
+	idle  *idleConns // the connections of Server's servers waiting for a request
 }
 
 // Load checks o and reads its files.
@@ -100,12 +110,15 @@ func Load(o Options) (*Setup, error) {
 	def(&o.ReadTimeout, DefaultReadTimeout)
 	def(&o.WriteTimeout, DefaultWriteTimeout)
 	def(&o.IdleTimeout, DefaultIdleTimeout)
+	def(&o.ShutdownGrace, DefaultShutdownGrace)
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
 	switch {
 	case o.ReadTimeout < 0 || o.WriteTimeout < 0 || o.IdleTimeout < 0:
 		return bad("--read-timeout %v, --write-timeout %v, --idle-timeout %v: not negative", o.ReadTimeout, o.WriteTimeout, o.IdleTimeout)
+	case o.ShutdownGrace < 0:
+		return bad("shutdown grace %v: not negative", o.ShutdownGrace)
 	case o.MaxConns < 0:
 		return bad("--max-conns %d: at least 1", o.MaxConns)
 	case (o.TLSCert == "") != (o.TLSKey == ""):
@@ -113,7 +126,7 @@ func Load(o Options) (*Setup, error) {
 	case o.ClientCA != "" && o.TLSCert == "":
 		return bad("--client-ca needs --tls-cert and --tls-key")
 	}
-	s := &Setup{o: o}
+	s := &Setup{o: o, idle: newIdleConns()}
 	if o.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
 		if err != nil {
@@ -133,7 +146,7 @@ func Load(o Options) (*Setup, error) {
 		}
 	}
 	if o.TokenFile != "" {
-		b, err := os.ReadFile(o.TokenFile)
+		b, err := readSmall(o.TokenFile, maxTokenFile)
 		if err != nil {
 			return bad("--token-file: %v", err)
 		}
@@ -146,6 +159,29 @@ func Load(o Options) (*Setup, error) {
 	return s, nil
 }
 
+// maxTokenFile bounds what Load reads of --token-file: a token is far
+// shorter, and a header that carried more would pass no client or proxy.
+const maxTokenFile = 4096
+
+// readSmall reads the file at path, which must hold at most limit bytes
+// (a device such as /dev/zero, or the wrong file, is refused without
+// reading it whole).
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: over %d bytes, not a token", path, limit)
+	}
+	return b, nil
+}
+
 // Scheme is "https" with TLS, else "http".
 func (s *Setup) Scheme() string {
 	if s.tls != nil {
@@ -155,9 +191,11 @@ func (s *Setup) Scheme() string {
 }
 
 // Listener returns ln bounded to MaxConns connections at once, under TLS
-// when configured.
+// when configured. At the bound, a new client takes the place of the
+// connection of Server's servers that has waited the longest for a
+// request, if any, else it waits for a connection to close.
 func (s *Setup) Listener(ln net.Listener) net.Listener {
-	ln = LimitListener(ln, s.o.MaxConns)
+	ln = &limitListener{Listener: ln, sem: make(chan struct{}, s.o.MaxConns), done: make(chan struct{}), idle: s.idle}
 	if s.tls != nil {
 		ln = tls.NewListener(ln, s.tls)
 	}
@@ -166,18 +204,42 @@ func (s *Setup) Listener(ln net.Listener) net.Listener {
 
 // Server returns an http.Server of h with the timeouts, the token check
 // and the deadlines of the requests that wait. Serve it on Listener's
-// listener.
+// listener, and stop it with Shutdown (or its own Shutdown, which also
+// ends the requests that wait).
 func (s *Setup) Server(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           s.handler(h),
+	stopping, stop := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           s.handler(h, stopping),
 		ReadHeaderTimeout: min(ReadHeaderTimeout, s.o.ReadTimeout),
 		ReadTimeout:       s.o.ReadTimeout,
 		WriteTimeout:      s.o.WriteTimeout,
 		IdleTimeout:       s.o.IdleTimeout,
+		ConnState:         s.idle.track,
 	}
+	srv.RegisterOnShutdown(stop)
+	return srv
 }
 
-func (s *Setup) handler(h http.Handler) http.Handler {
+// Shutdown stops srv, a Server of s: it stops accepting, ends the
+// requests that wait (their context is cancelled, so that a long poll
+// answers at once), waits up to ShutdownGrace for the other requests under
+// way, then closes the connections still open (a client that trickles its
+// request does not hold the process). It returns an error only when the
+// listener or a connection fails to close.
+func (s *Setup) Shutdown(srv *http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	return err
+}
+
+// handler is h behind the token check; a request that waits has its
+// deadlines moved out by its wait, and its context cancelled when
+// stopping is done (the server shuts down).
+func (s *Setup) handler(h http.Handler, stopping context.Context) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.guard && (s.o.Guarded == nil || s.o.Guarded(r)) && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pagelog"`)
@@ -190,12 +252,32 @@ func (s *Setup) handler(h http.Handler) http.Handler {
 			if d := s.o.Wait(r); d > 0 {
 				rc := http.NewResponseController(w)
 				now := time.Now()
-				_ = rc.SetReadDeadline(now.Add(d + s.o.ReadTimeout))
-				_ = rc.SetWriteDeadline(now.Add(d + s.o.WriteTimeout))
+				// The read deadline cancels the request's context once
+				// its body is read (net/http then watches the connection
+				// for a close): it moves out only for a request without a
+				// body, so that a body is still read within ReadTimeout.
+				// The answer's deadline moves out whatever the body.
+				if r.ContentLength == 0 {
+					_ = rc.SetReadDeadline(now.Add(addSat(d, s.o.ReadTimeout)))
+				}
+				_ = rc.SetWriteDeadline(now.Add(addSat(d, s.o.WriteTimeout)))
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				defer context.AfterFunc(stopping, cancel)()
+				r = r.WithContext(ctx)
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// addSat is a+b of two durations not negative, at most the largest
+// duration.
+func addSat(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // authorized compares the request's bearer token with the token in
@@ -209,9 +291,9 @@ func (s *Setup) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(got[:], s.token[:]) == 1
 }
 
-// LimitListener returns a listener that accepts at most n connections at
-// once from ln: Accept waits while n are open, and a connection's Close
-// frees its place.
+// LimitListener returns a listener that serves at most n connections at
+// once from ln: past n, Accept takes one more connection from ln and holds
+// it until a connection's Close frees a place.
 func LimitListener(ln net.Listener, n int) net.Listener {
 	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
@@ -221,18 +303,34 @@ type limitListener struct {
 	sem       chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	// idle, when set, frees a place for a connection accepted past the
+	// bound by closing a kept-alive connection with no request.
+	idle *idleConns
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.sem
 		return nil, err
+	}
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		// A client waits for a place (its connection is the only one
+		// held past the bound: the server accepts one at a time).
+		wanted := l.idle != nil && l.idle.evict()
+		select {
+		case l.sem <- struct{}{}:
+			if wanted {
+				l.idle.unwant()
+			}
+		case <-l.done:
+			if wanted {
+				l.idle.unwant()
+			}
+			c.Close()
+			return nil, net.ErrClosed
+		}
 	}
 	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 }
@@ -252,4 +350,77 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// idleConns tracks a server's kept-alive connections that wait for a
+// request (http.Server.ConnState), so that a client waiting at the bound
+// gets the place of the one idle the longest, as it would after
+// IdleTimeout. Closing an idle connection is what IdleTimeout does: HTTP
+// clients expect it.
+type idleConns struct {
+	mu    sync.Mutex
+	since map[net.Conn]uint64 // idle connections, by when they became idle
+	seq   uint64
+	want  int // connections to close as they become idle
+}
+
+func newIdleConns() *idleConns { return &idleConns{since: map[net.Conn]uint64{}} }
+
+// track is the server's ConnState.
+func (ic *idleConns) track(c net.Conn, st http.ConnState) {
+	ic.mu.Lock()
+	if st != http.StateIdle {
+		delete(ic.since, c)
+		ic.mu.Unlock()
+		return
+	}
+	if ic.want > 0 {
+		ic.want--
+		ic.mu.Unlock()
+		closeConn(c)
+		return
+	}
+	ic.seq++
+	ic.since[c] = ic.seq
+	ic.mu.Unlock()
+}
+
+// evict closes the connection idle the longest; with none, it asks for
+// the next one to become idle and returns true (unwant cancels the ask).
+func (ic *idleConns) evict() (wanted bool) {
+	ic.mu.Lock()
+	var oldest net.Conn
+	for c, seq := range ic.since {
+		if oldest == nil || seq < ic.since[oldest] {
+			oldest = c
+		}
+	}
+	if oldest == nil {
+		ic.want++
+		ic.mu.Unlock()
+		return true
+	}
+	delete(ic.since, oldest)
+	ic.mu.Unlock()
+	closeConn(oldest)
+	return false
+}
+
+// unwant cancels an ask of evict that no connection answered.
+func (ic *idleConns) unwant() {
+	ic.mu.Lock()
+	if ic.want > 0 {
+		ic.want--
+	}
+	ic.mu.Unlock()
+}
+
+// closeConn closes c's network connection (under TLS, without the
+// close-notify alert a concurrent read of the server would race with):
+// the server's read fails and it closes c itself.
+func closeConn(c net.Conn) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	_ = c.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,7 +65,8 @@ func TestLoadRefusesBadOptions(t *testing.T) {
 	dir := t.TempDir()
 	empty := filepath.Join(dir, "empty")
 	spaced := filepath.Join(dir, "spaced")
-	for path, content := range map[string]string{empty: " \n", spaced: "two words\n"} {
+	huge := filepath.Join(dir, "huge") // not a token: the wrong file, or a device that never ends
+	for path, content := range map[string]string{empty: " \n", spaced: "two words\n", huge: strings.Repeat("a", 1<<20)} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -79,6 +81,7 @@ func TestLoadRefusesBadOptions(t *testing.T) {
 		{TokenFile: filepath.Join(dir, "missing")},
 		{TokenFile: empty},
 		{TokenFile: spaced},
+		{TokenFile: huge},
 	} {
 		if _, err := Load(o); !errors.Is(err, ErrBadOptions) {
 			t.Errorf("Load(%+v): %v, want ErrBadOptions", o, err)
@@ -129,5 +132,38 @@ func TestTokenGuardsRoutes(t *testing.T) {
 		if w.Code != c.want {
 			t.Errorf("%s with %q: %d, want %d", c.method, c.auth, w.Code, c.want)
 		}
+	}
+}
+
+// Kept-alive connections with no request do not hold the bound until
+// --idle-timeout: a new client, at the bound, gets the place of the
+// connection idle the longest.
+func TestIdleConnectionsGiveWayAtTheBound(t *testing.T) {
+	s, err := Load(Options{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serveOn(t, s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	get := func(c *http.Client) error {
+		resp, err := c.Get("http://" + addr + "/")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}
+	// Two clients that keep their connections open, idle (the bound).
+	for range 2 {
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		if err := get(&http.Client{Transport: tr, Timeout: 20 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A third is served (before the idle timeout, two minutes).
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	if err := get(&http.Client{Transport: tr, Timeout: 20 * time.Second}); err != nil {
+		t.Fatalf("a client while %d connections are open and idle: %v", 2, err)
 	}
 }

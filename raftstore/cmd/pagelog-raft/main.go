@@ -180,9 +180,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "pagelog serve --raft: http: %v\n", err)
 		code = 1
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(sctx)
+	// Receives that wait answer 204 at once; other requests get
+	// httpserve.DefaultShutdownGrace, then their connections close.
+	if err := setup.Shutdown(srv); err != nil {
+		fmt.Fprintf(stderr, "pagelog serve --raft: http: %v\n", err)
+	}
 	if err := node.Close(); err != nil {
 		fmt.Fprintf(stderr, "pagelog serve --raft: close: %v\n", err)
 		code = 1
@@ -190,10 +192,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// receiveWait is how long a POST /receive without a body may wait (its
-// ?wait, when valid: the handler refuses the others at once).
+// receiveWait is how long a POST /receive may wait (its ?wait, when
+// valid: the handler refuses the others at once). A body, which the
+// receive ignores, is still read within --read-timeout (httpserve moves
+// only the answer's deadline for it).
 func receiveWait(r *http.Request) time.Duration {
-	if r.URL.Path != "/receive" || r.ContentLength != 0 {
+	if r.URL.Path != "/receive" {
 		return 0
 	}
 	d, err := time.ParseDuration(r.URL.Query().Get("wait"))
