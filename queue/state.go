@@ -94,7 +94,10 @@ func (q *Queue) restore() error {
 			return err
 		}
 	}
-	h := q.startHead()
+	h, err := q.startHead()
+	if err != nil {
+		return err
+	}
 	skip := q.replayDeletes(h.head)
 	if err := q.skipLost(h, skip); err != nil {
 		return err
@@ -116,23 +119,27 @@ func (q *Queue) restore() error {
 }
 
 // startHead reads the head checkpoint, falling back to the log's first
-// offset when there is none or it is damaged.
-func (q *Queue) startHead() headState {
+// offset when there is none or it is damaged. A queue.head that a newer
+// version wrote, which the next checkpoint would overwrite, or something
+// other than a regular file in its place, fails the open.
+func (q *Queue) startHead() (headState, error) {
 	rec := &q.recovery
 	first := q.log.First()
 	h, err := readHead(q.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		rec.HeadFrom = "log start (no checkpoint)"
-		return headState{head: first}
+		return headState{head: first}, nil
+	case errors.Is(err, engine.ErrNewerFile) || errors.Is(err, engine.ErrNotRegular):
+		return headState{}, fmt.Errorf("pagelog: open %s: %w", q.dir, err)
 	case err != nil:
 		rec.HeadFrom = "log start (checkpoint damaged)"
 		rec.CheckpointError = err
-		return headState{head: first}
+		return headState{head: first}, nil
 	}
 	rec.HeadFrom = "checkpoint"
 	q.ck.head, q.ck.end, q.ck.written = h.head, h.end, true
-	return h // a head below the log's first offset: see skipLost
+	return h, nil // a head below the log's first offset: see skipLost
 }
 
 // replayDeletes reads the delete log and returns the deleted offsets at or

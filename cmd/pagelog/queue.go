@@ -19,10 +19,10 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/queue"
+	"golang.org/x/sys/unix"
 )
 
 // queueCommands are the subcommands of `pagelog queue`.
@@ -617,7 +617,7 @@ func progressPrinter(step int64) func(cycles int64, elapsed time.Duration) {
 // mapMarks maps the marks file at path (created or cleared) shared and
 // writable: one uint32 per message, updated with atomic ORs.
 func mapMarks(path string, n int) ([]uint32, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := regfile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}

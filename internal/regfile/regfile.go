@@ -49,8 +49,8 @@ func (e *TypeError) Error() string {
 
 func (e *TypeError) Unwrap() error { return ErrNotRegular }
 
-// kind names the type of a file mode.
-func kind(m fs.FileMode) string {
+// Kind names the type of a file mode, for an error: "a FIFO", ...
+func Kind(m fs.FileMode) string {
 	switch t := m.Type(); {
 	case t == 0:
 		return "a regular file"

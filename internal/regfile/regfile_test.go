@@ -144,7 +144,7 @@ func TestOpenInRefusesALinkedDirectory(t *testing.T) {
 	if _, err := OpenIn(d, "l", os.O_RDWR, 0); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), filepath.Join(real, "l")) {
 		t.Fatalf("OpenIn of a link = %v", err)
 	}
-	if m, err := LstatIn(d, "l"); err != nil || kind(m) != "a symbolic link" {
+	if m, err := LstatIn(d, "l"); err != nil || Kind(m) != "a symbolic link" {
 		t.Fatalf("LstatIn = %v, %v", m, err)
 	}
 }

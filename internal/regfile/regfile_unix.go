@@ -28,7 +28,7 @@ func openAt(dirfd int, name, path string, flag int, perm fs.FileMode) (*os.File,
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		_ = unix.Close(fd)
-		return nil, &TypeError{Path: path, Is: kind(modeOf(uint32(st.Mode))), Want: "a regular file"}
+		return nil, &TypeError{Path: path, Is: Kind(modeOf(uint32(st.Mode))), Want: "a regular file"}
 	}
 	// F_SETFL changes only the status flags (O_APPEND, O_NONBLOCK, ...):
 	// the access mode and O_SYNC/O_DSYNC stay as opened.
@@ -61,7 +61,7 @@ func openDirAt(dirfd int, name, path string) (*os.File, error) {
 func openError(dirfd int, name, path, want string, err error) error {
 	if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EEXIST) {
 		if m, lerr := lstatAt(dirfd, name, path); lerr == nil {
-			if is := kind(m); is != want {
+			if is := Kind(m); is != want {
 				return &TypeError{Path: path, Is: is, Want: want}
 			}
 		}
