@@ -18,7 +18,7 @@ const module = "github.com/pagelog/pagelog"
 // rule says what one package of the module may import (STYLE.md: cmd ->
 // queue -> engine -> internal/segment -> {mmapfile, internal/addrspace,
 // internal/record, sparseidx -> warmsearch}; queue -> inflight; engine,
-// queue, internal/segment, internal/checkpoint and cmd open the files of a
+// queue, internal/segment and internal/checkpoint open the files of a
 // log through internal/regfile; engine never imports queue; warmsearch,
 // internal/record and inflight use only the standard library; the
 // library's only dependency is golang.org/x/sys).
@@ -48,7 +48,7 @@ var allowed = map[string]rule{
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true},
 	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true},
 	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, testSys: true},
-	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/regfile", "internal/stopwatch"}, sys: true},
+	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch"}, sys: true},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
 	// module (bench/peers).

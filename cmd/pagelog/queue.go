@@ -20,7 +20,6 @@ import (
 	"unsafe"
 
 	"github.com/pagelog/pagelog/engine"
-	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/queue"
 	"golang.org/x/sys/unix"
 )
@@ -617,7 +616,7 @@ func progressPrinter(step int64) func(cycles int64, elapsed time.Duration) {
 // mapMarks maps the marks file at path (created or cleared) shared and
 // writable: one uint32 per message, updated with atomic ORs.
 func mapMarks(path string, n int) ([]uint32, error) {
-	f, err := regfile.Open(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, err
 	}
