@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,29 +60,38 @@ func TestOpenNeverOverwritesANewerHeadCheckpoint(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesAFIFOInPlaceOfTheHeadCheckpoint(t *testing.T) {
-	dir := closedQueue(t)
-	path := filepath.Join(dir, headName)
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		q, err := Open(dir, Options{})
-		if err == nil {
-			err = q.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, engine.ErrNotRegular) {
-			t.Fatalf("Open: %v, want ErrNotRegular", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Open blocked on a FIFO in place of queue.head")
+func TestOpenRefusesWhatIsNotAFileInPlaceOfTheHeadCheckpoint(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside")
+	for name, plant := range map[string]func(path string) error{
+		"a FIFO":          func(path string) error { return syscall.Mkfifo(path, 0o600) },
+		"a directory":     func(path string) error { return os.Mkdir(path, 0o700) },
+		"a symbolic link": func(path string) error { return os.Symlink(outside, path) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := closedQueue(t)
+			path := filepath.Join(dir, headName)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			if err := plant(path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				q, err := Open(dir, Options{})
+				if err == nil {
+					err = q.Close()
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, engine.ErrNotRegular) || !strings.Contains(err.Error(), path+" is "+name) {
+					t.Fatalf("Open: %v, want ErrNotRegular saying %s is %s", err, path, name)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("Open blocked on %s in place of queue.head", name)
+			}
+		})
 	}
 }

@@ -131,7 +131,7 @@ func (q *Queue) startHead() (headState, error) {
 		rec.HeadFrom = "log start (no checkpoint)"
 		return headState{head: first}, nil
 	case errors.Is(err, engine.ErrNewerFile) || errors.Is(err, engine.ErrNotRegular):
-		return headState{}, fmt.Errorf("pagelog: open %s: %w", q.dir, err)
+		return headState{}, err
 	case err != nil:
 		rec.HeadFrom = "log start (checkpoint damaged)"
 		rec.CheckpointError = err

@@ -44,7 +44,7 @@ type TypeError struct {
 }
 
 func (e *TypeError) Error() string {
-	return "pagelog: " + e.Path + " is " + e.Is + ", not " + e.Want
+	return e.Path + " is " + e.Is + ", not " + e.Want
 }
 
 func (e *TypeError) Unwrap() error { return ErrNotRegular }
