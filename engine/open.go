@@ -215,8 +215,8 @@ type dirList struct {
 }
 
 // listDir lists the segment files of dir. Files that are not segment files
-// are left alone; anything but a regular file under a segment file's name
-// is an error (ErrNotRegular). One pass over the directory in its own order (a log of
+// (and directories) are left alone; a symbolic link, FIFO, socket or
+// device under a segment file's name is an error (ErrNotRegular). One pass over the directory in its own order (a log of
 // 10,000 segments has 30,000 names: os.ReadDir's sort of them by name was
 // a tenth of an Open), the bases sorted after.
 func listDir(dir string) (dirList, error) {
@@ -238,9 +238,10 @@ func listDir(dir string) (dirList, error) {
 	for _, e := range entries {
 		name := e.Name()
 		base, suffix, ok := segment.ParseName(name)
-		if ok && !e.Type().IsRegular() {
+		if ok && !e.Type().IsRegular() && !e.IsDir() {
 			// A FIFO or a link under a segment's name: never opened, and
-			// never passed over as if the segment were not there.
+			// never passed over as if the segment were not there. (A
+			// directory is a foreign file, left alone.)
 			return dirList{}, fmt.Errorf("pagelog: list %s: %w", dir,
 				&regfile.TypeError{Path: filepath.Join(dir, name), Is: regfile.Kind(e.Type()), Want: "a regular file"})
 		}
