@@ -17,9 +17,11 @@ const module = "github.com/pagelog/pagelog"
 
 // rule says what one package of the module may import (STYLE.md: cmd ->
 // queue -> engine -> internal/segment -> {mmapfile, internal/addrspace,
-// internal/record, sparseidx -> warmsearch}; queue -> inflight; engine never
-// imports queue; warmsearch, internal/record and inflight use only the
-// standard library; the library's only dependency is golang.org/x/sys).
+// internal/record, sparseidx -> warmsearch}; queue -> inflight; engine,
+// queue, internal/segment and internal/checkpoint open the files of a
+// log through internal/regfile; engine never imports queue; warmsearch,
+// internal/record and inflight use only the standard library; the
+// library's only dependency is golang.org/x/sys).
 // Its tests (in-package and external) may import what it may, itself, and
 // what tests names; nothing outside the standard library and
 // golang.org/x/sys ever, since that would enter go.mod.
@@ -37,15 +39,16 @@ var allowed = map[string]rule{
 	"warmsearch":          {},
 	"internal/record":     {},
 	"inflight":            {},
-	"internal/checkpoint": {},
+	"internal/checkpoint": {internal: []string{"internal/regfile"}},
+	"internal/regfile":    {sys: true},     // opens regular files only, never through a link
 	"internal/stopwatch":  {testSys: true}, // the benchmarks' per-operation timer
 	"internal/httpserve":  {},              // what the two servers share: timeouts, connection bound, TLS, token
 	"sparseidx":           {internal: []string{"warmsearch"}},
 	"mmapfile":            {sys: true},
 	"internal/addrspace":  {sys: true},
-	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "sparseidx"}, sys: true},
-	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "mmapfile", "sparseidx"}, sys: true},
-	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint"}, testSys: true},
+	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true},
+	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, testSys: true},
 	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another

@@ -2,10 +2,11 @@ package engine
 
 import (
 	"encoding/binary"
-	"os"
+	"errors"
 	"path/filepath"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -102,24 +103,53 @@ func decodeRecoveryPoint(b []byte) (recoveryPoint, error) {
 // readHint gathers what the checkpoint files say about the active segment
 // at base. A missing, damaged or stale file just gives no hint (and a note
 // in the report); the walk then does the work. Read-only opens use the
-// same hints as writable ones, so that both apply the same rules.
-func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
+// same hints as writable ones, so that both apply the same rules. Something
+// other than a regular file at a checkpoint's name (a FIFO, a symbolic
+// link), or a file a newer version wrote, is noted too, and returned as an
+// error (ErrNotRegular, ErrNewerFile): a writable open, which would remove
+// or replace the file, refuses it; a read-only one goes on without it.
+func readHint(dir string, base uint64, rep *Recovery) (segment.Hint, error) {
 	var h segment.Hint
-	if b, err := os.ReadFile(filepath.Join(dir, cleanName)); err == nil {
+	b, cerr := readCheckpoint(dir, cleanName, rep)
+	if err := checkpoint.Newer(b, cleanName, checkpointVer); err != nil {
+		rep.Notes = append(rep.Notes, "clean-close marker ignored: "+err.Error())
+		cerr = err
+	} else if b != nil {
 		if c, err := decodeClean(b); err != nil {
 			rep.Notes = append(rep.Notes, "clean-close marker ignored: "+err.Error())
 		} else if c.Base == base {
 			h.Clean = &c.State
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, recoveryName)); err == nil {
+	b, rerr := readCheckpoint(dir, recoveryName, rep)
+	if err := checkpoint.Newer(b, recoveryName, checkpointVer); err != nil {
+		rep.Notes = append(rep.Notes, "recovery point ignored: "+err.Error())
+		rerr = err
+	} else if b != nil {
 		if r, err := decodeRecoveryPoint(b); err != nil {
 			rep.Notes = append(rep.Notes, "recovery point ignored: "+err.Error())
 		} else if r.Base == base && r.Pos > 0 {
 			h.RecoveryPoint, h.RecoveryNext = r.Pos, r.Next
 		}
 	}
-	return h
+	return h, errors.Join(cerr, rerr)
+}
+
+// readCheckpoint reads the checkpoint file name of dir: nil when it does
+// not exist or cannot be read. Something other than a regular file there
+// is noted in rep and returned as an error (ErrNotRegular).
+func readCheckpoint(dir, name string, rep *Recovery) ([]byte, error) {
+	b, err := regfile.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, ErrNotRegular) {
+		if rep != nil {
+			rep.Notes = append(rep.Notes, name+" ignored: "+err.Error())
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, nil
+	}
+	return b, nil
 }
 
 // checkpointNext returns the highest next offset that log.clean or
@@ -127,12 +157,12 @@ func readHint(dir string, base uint64, rep *Recovery) segment.Hint {
 // every offset was used, whatever the segments hold now.
 func checkpointNext(dir string) uint64 {
 	var next uint64
-	if b, err := os.ReadFile(filepath.Join(dir, cleanName)); err == nil {
+	if b, _ := readCheckpoint(dir, cleanName, nil); b != nil {
 		if c, err := decodeClean(b); err == nil {
 			next = max(next, c.State.Next)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, recoveryName)); err == nil {
+	if b, _ := readCheckpoint(dir, recoveryName, nil); b != nil {
 		if r, err := decodeRecoveryPoint(b); err == nil {
 			next = max(next, r.Next)
 		}

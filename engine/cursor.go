@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"golang.org/x/sys/unix"
 )
@@ -39,13 +41,33 @@ import (
 // A slot of zeros was never written. A file with no slot that checks out
 // (and not all zeros) is never trusted: the cursor starts again at the
 // log's first record (at-least-once: records come again, none is
-// skipped), and says so (Cursor.Notes, CursorInfo.Damaged). The holder of
-// the cursor keeps an exclusive flock on the file while it is open.
+// skipped), and says so (Cursor.Notes, CursorInfo.Damaged). A slot that
+// checks out under a higher version is a newer tool's: the cursor refuses
+// to open (ErrNewerFile) rather than overwrite it. The holder of the
+// cursor keeps an exclusive flock on the file while it is open.
+//
+// The identity slot, appended at byte 64 (a file of 64 bytes, as older
+// versions wrote, has none: they read the two slots and leave the rest),
+// names the log the position belongs to (log.id, logid.go):
+//
+//	byte  size  field (of the identity slot, at byte 64)
+//	0     1     version (1)
+//	1     3     zero
+//	4     16    the log's identity
+//	20    8     zero
+//	28    4     CRC-32C of bytes 0..27 of the slot
+//
+// A cursor whose identity is not its log's (the log was removed and made
+// again in the same directory, or lost its log.id) starts again at the
+// log's first record and says so; one without an identity takes its log's.
 const (
 	cursorDir      = "cursors"
 	cursorVersion  = 1
 	cursorSlotSize = 32
 	cursorFileSize = 2 * cursorSlotSize
+	cursorIDAt     = cursorFileSize // the identity slot
+	cursorIDSize   = 32
+	cursorIDEnd    = cursorIDAt + cursorIDSize
 	maxCursorName  = 100
 )
 
@@ -158,13 +180,20 @@ func OpenCursor(dir, name string, o CursorOptions) (*Cursor, error) {
 func (c *Cursor) open(dir string) error {
 	cdir := filepath.Join(dir, cursorDir)
 	made := false
-	if _, err := os.Stat(cdir); errors.Is(err, fs.ErrNotExist) {
+	d, err := regfile.OpenDir(cdir)
+	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.Mkdir(cdir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 		}
 		made = true
+		d, err = regfile.OpenDir(cdir)
 	}
-	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
+	}
+	defer d.Close()
+	// Never through a link, never blocking on a FIFO: see regfile.
+	f, err := regfile.OpenIn(d, c.name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
@@ -178,27 +207,40 @@ func (c *Cursor) open(dir string) error {
 	if err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
-	b := make([]byte, cursorFileSize)
-	if _, err := f.ReadAt(b, 0); err != nil && st.Size() >= cursorFileSize {
+	b := make([]byte, cursorIDEnd)
+	if n, err := f.ReadAt(b, 0); err != nil && int64(n) < min(st.Size(), cursorIDEnd) {
+		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
+	}
+	b = b[:max(cursorFileSize, min(st.Size(), cursorIDEnd))] // a short file reads as zeros after its end
+	if v, newer := newerSlot(b); newer {
+		return fmt.Errorf("pagelog: cursor %s: %w", c.name, &checkpoint.BadFileError{Name: cursorDir + "/" + c.name, Newer: true,
+			Why: fmt.Sprintf("a slot checks out under version %d, this build reads %d and never overwrites it", v, cursorVersion)})
+	}
+	logID, hasID, err := readLogID(dir)
+	if errors.Is(err, ErrNewerFile) || errors.Is(err, ErrNotRegular) {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	created := st.Size() == 0
-	// Allocated before it is mapped, a file found at its size too: a
-	// store into a hole of a full file system raises SIGBUS, where
-	// fallocate fails with ENOSPC.
-	if err := mmapfile.Allocate(f, 0, cursorFileSize); err != nil {
+	// Allocated before it is mapped, a file found at its size too (and
+	// grown to hold the identity slot): a store into a hole of a full
+	// file system raises SIGBUS, where fallocate fails with ENOSPC.
+	if err := mmapfile.Allocate(f, 0, cursorIDEnd); err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	if c.mem, err = mmapfile.Map(f, cursorFileSize, true); err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	slot, ok, why := readCursor(b)
-	if !ok && isUnknownVersion(b) {
-		return fmt.Errorf("%w: cursor %s: %s", ErrBadFile, c.name, why)
-	}
 	l := c.log
 	pos := l.First()
+	foreign := ""
+	if ok {
+		foreign = foreignCursor(b, logID, hasID)
+	}
 	switch {
+	case foreign != "":
+		c.notes = append(c.notes, fmt.Sprintf("committed position %d not trusted (%s): starting at the first record, %d", slot.pos, foreign, pos))
+		ok = false
 	case ok:
 		pos, c.seq = slot.pos, slot.seq
 		if next := l.Next(); pos > next {
@@ -214,8 +256,18 @@ func (c *Cursor) open(dir string) error {
 	c.pos.Store(pos)
 	if !ok {
 		// The starting position is committed at once: a restart before
-		// the first Commit starts from the same place.
+		// the first Commit starts from the same place. Synced before the
+		// identity is written, so that a crash in between never pairs an
+		// old position with this log's identity.
+		if slot.seq > c.seq {
+			c.seq = slot.seq // above the foreign commits: this one wins
+		}
 		if err := c.commit(pos, true); err != nil {
+			return err
+		}
+	}
+	if want := cursorIDSlot(logID, hasID); !bytes.Equal(b[min(len(b), cursorIDAt):], want) {
+		if err := c.writeID(want); err != nil {
 			return err
 		}
 	}
@@ -230,16 +282,64 @@ func (c *Cursor) open(dir string) error {
 	return nil
 }
 
-// isUnknownVersion reports whether a slot of b checks out under a version
-// this build does not know: a newer tool's file, never overwritten.
-func isUnknownVersion(b []byte) bool {
-	for i := 0; i+cursorSlotSize <= len(b); i += cursorSlotSize {
+// writeID writes the identity slot and syncs it.
+func (c *Cursor) writeID(slot []byte) error {
+	if _, err := c.f.WriteAt(slot, cursorIDAt); err != nil {
+		return fmt.Errorf("pagelog: cursor %s: identity: %w", c.name, err)
+	}
+	if err := c.syncLocked(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// cursorIDSlot returns the identity slot for a log's identity: zeros when
+// the log has none.
+func cursorIDSlot(id logID, ok bool) []byte {
+	b := make([]byte, cursorIDSize)
+	if !ok {
+		return b
+	}
+	b[0] = cursorVersion
+	copy(b[4:20], id[:])
+	binary.BigEndian.PutUint32(b[28:], checkpoint.Sum(b[:28]))
+	return b
+}
+
+// foreignCursor says why the position of a cursor file b does not belong
+// to the log whose identity is id (ok false: the log has none), or "" when
+// it may: the identity slot is the log's, or missing (a file older than
+// identities, or written before its log had one: it takes the log's).
+func foreignCursor(b []byte, id logID, ok bool) string {
+	if len(b) < cursorIDEnd {
+		return ""
+	}
+	s := b[cursorIDAt:cursorIDEnd]
+	switch {
+	case bytes.Count(s, []byte{0}) == len(s):
+		return ""
+	case s[0] != cursorVersion || binary.BigEndian.Uint32(s[28:]) != checkpoint.Sum(s[:28]):
+		return "its log identity is damaged"
+	case !ok:
+		return fmt.Sprintf("it belongs to log %x, and this log has no identity (%s missing or damaged)", s[4:20], logIDName)
+	case !bytes.Equal(s[4:20], id[:]):
+		return fmt.Sprintf("it belongs to log %x, not to this log, %s: the log was made again", s[4:20], id)
+	}
+	return ""
+}
+
+// newerSlot reports whether a slot of b (the two position slots and the
+// identity slot) checks out under a version this build does not know: a
+// newer tool's file, never overwritten, even beside a slot that checks
+// out under this version.
+func newerSlot(b []byte) (byte, bool) {
+	for i := 0; i+cursorSlotSize <= len(b) && i < cursorIDEnd; i += cursorSlotSize {
 		s := b[i : i+cursorSlotSize]
-		if s[0] != cursorVersion && s[0] != 0 && binary.BigEndian.Uint32(s[28:]) == checkpoint.Sum(s[:28]) {
-			return true
+		if s[0] > cursorVersion && binary.BigEndian.Uint32(s[28:]) == checkpoint.Sum(s[:28]) {
+			return s[0], true
 		}
 	}
-	return false
+	return 0, false
 }
 
 type cursorSlot struct {
@@ -542,7 +642,11 @@ func (c *Cursor) release() {
 
 // Cursors lists the cursors of the log in dir, sorted by name: each one's
 // committed position and its lag behind the log's end. It reads the files
-// without their locks (a cursor may be open and committing).
+// without their locks (a cursor may be open and committing). A name under
+// cursors/ that is not a regular file (a symbolic link, a FIFO), a file a
+// newer version wrote, and a cursor of another log (one made before in
+// the same directory) are listed with Damaged saying so; the position of
+// the last is where OpenCursor starts it again, the log's first record.
 func Cursors(dir string) ([]CursorInfo, error) {
 	l, err := OpenReadOnly(dir, Options{})
 	if err != nil {
@@ -550,28 +654,48 @@ func Cursors(dir string) ([]CursorInfo, error) {
 	}
 	defer l.Close()
 	next, first := l.Next(), l.First()
-	entries, err := os.ReadDir(filepath.Join(dir, cursorDir))
+	d, err := regfile.OpenDir(filepath.Join(dir, cursorDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pagelog: cursors: %w", err)
 	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		return nil, fmt.Errorf("pagelog: cursors: %w", err)
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	id, hasID, idErr := readLogID(dir)
 	var out []CursorInfo
 	for _, e := range entries {
-		if !e.Type().IsRegular() || checkCursorName(e.Name()) != nil {
+		if checkCursorName(e.Name()) != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, cursorDir, e.Name()))
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
+		info := CursorInfo{Name: e.Name(), Position: first}
+		b, err := readCursorFile(d, e.Name())
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case errors.Is(err, ErrNotRegular):
+			info.Damaged = err.Error()
+		case err != nil:
 			return nil, fmt.Errorf("pagelog: cursor %s: %w", e.Name(), err)
 		}
-		info := CursorInfo{Name: e.Name(), Position: first}
 		slot, ok, why := readCursor(b)
-		switch {
+		foreign := ""
+		if ok {
+			foreign = foreignCursor(b, id, hasID)
+		}
+		switch v, newer := newerSlot(b); {
+		case info.Damaged != "":
+		case newer:
+			info.Damaged = fmt.Sprintf("written by a newer version (a slot of version %d): never opened or overwritten by this one", v)
+		case foreign != "" && idErr != nil:
+			info.Damaged = fmt.Sprintf("%s (%v)", foreign, idErr)
+		case foreign != "":
+			info.Damaged = foreign + ": it starts again at the first record"
 		case ok:
 			info.Position = slot.pos
 			info.Committed = time.UnixMilli(slot.ms)
@@ -584,6 +708,22 @@ func Cursors(dir string) ([]CursorInfo, error) {
 		out = append(out, info)
 	}
 	return out, nil
+}
+
+// readCursorFile reads a cursor's file in the cursors directory d, with
+// regfile's checks: never through a link, never blocking.
+func readCursorFile(d *os.File, name string) ([]byte, error) {
+	f, err := regfile.OpenIn(d, name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, cursorIDEnd)
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // flockNB takes an exclusive flock on f without waiting.

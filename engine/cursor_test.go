@@ -214,7 +214,7 @@ func TestCursorFiles(t *testing.T) {
 	_ = c.Close()
 	path := filepath.Join(dir, cursorDir, "a")
 	b, err := os.ReadFile(path)
-	if err != nil || len(b) != cursorFileSize {
+	if err != nil || len(b) != cursorIDEnd {
 		t.Fatalf("position file: %d bytes, %v", len(b), err)
 	}
 	// A torn newest slot: the one before it is the position.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -51,4 +52,17 @@ var (
 	// refuse such a newest segment; Recover renames it back. It matches
 	// ErrCorrupt too.
 	ErrMisnamed = segment.ErrMisnamed
+	// ErrNotRegular: something other than a regular file (a FIFO, a
+	// symbolic link, a directory, a device) is where the log keeps one of
+	// its files; the error names the path. It is never opened through,
+	// so a FIFO never blocks and a link never leads a write outside the
+	// directory.
+	ErrNotRegular = regfile.ErrNotRegular
+	// ErrNewerFile: a file of the log (log.meta, log.id, log.clean,
+	// log.recovery, a cursor's file, queue.head) was written by a newer
+	// version of pagelog: its version byte is above the one this build
+	// reads and its checksum checks out. It is never overwritten or
+	// removed: an open that would replace it fails instead. It matches
+	// ErrBadFile too.
+	ErrNewerFile = checkpoint.ErrNewer
 )

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/pagelog/pagelog/internal/regfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,7 +19,7 @@ const lockName = "LOCK"
 // held by the open file and dropped when it is closed (or the process
 // dies), so a crash never leaves a stale lock behind.
 func lockDir(dir string, mode os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, mode)
+	f, err := regfile.Open(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return nil, fmt.Errorf("pagelog: lock %s: %w", dir, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // log.meta: the settings that shape the files, stored with the log.
@@ -73,14 +74,19 @@ func decodeMeta(b []byte) (meta, error) {
 }
 
 // readMeta reads log.meta; ok is false when the file does not exist. A
-// file that fails its checks gives a *badFileError.
+// file that fails its checks gives a *checkpoint.BadFileError; one that a
+// newer version wrote one matching ErrNewerFile, which no open goes past:
+// its settings are another format's.
 func readMeta(dir string) (m meta, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, metaName))
+	b, err := regfile.ReadFile(filepath.Join(dir, metaName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta{}, false, nil
 	}
 	if err != nil {
 		return meta{}, false, fmt.Errorf("pagelog: read %s: %w", metaName, err)
+	}
+	if err := checkpoint.Newer(b, metaName, metaVersion); err != nil {
+		return meta{}, true, err
 	}
 	m, err = decodeMeta(b)
 	return m, true, err

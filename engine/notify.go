@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 	"github.com/pagelog/pagelog/mmapfile"
 )
@@ -175,7 +176,7 @@ type notifier struct {
 // them) leaves the log without one: readers then find records by looking
 // at the files.
 func openNotifier(dir string, mode os.FileMode, s *segment.Segment) (*notifier, error) {
-	f, err := os.OpenFile(filepath.Join(dir, notifyName), os.O_RDWR|os.O_CREATE, mode)
+	f, err := regfile.Open(filepath.Join(dir, notifyName), os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -259,10 +260,10 @@ func (nt *notifier) close() { nt.m.release() }
 func openNotifyView(dir string) *notifyMap {
 	path := filepath.Join(dir, notifyName)
 	writable := true
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	f, err := regfile.Open(path, os.O_RDWR, 0)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, regfile.ErrNotRegular) {
 		writable = false
-		f, err = os.Open(path)
+		f, err = regfile.Open(path, os.O_RDONLY, 0)
 	}
 	if err != nil {
 		return nil

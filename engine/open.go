@@ -12,6 +12,7 @@ import (
 	"github.com/pagelog/pagelog/internal/addrspace"
 	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -150,6 +151,8 @@ func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err e
 	m, hasMeta, err := readMeta(l.dir)
 	var bad *checkpoint.BadFileError
 	switch {
+	case errors.Is(err, ErrNewerFile):
+		return m, m, false, fmt.Errorf("%w; %s", err, l.dir)
 	case errors.As(err, &bad):
 		l.recovery.Notes = append(l.recovery.Notes, fmt.Sprintf("%s ignored (%s): settings taken from the segments", metaName, bad.Why))
 	case err != nil:
@@ -175,6 +178,13 @@ func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err e
 	}
 	if !l.readOnly && trusted && m != stored || !l.readOnly && newLog {
 		if err := replaceFile(l.dir, metaName, m.encode(), opts.FileMode); err != nil {
+			return m, stored, false, err
+		}
+	}
+	if !l.readOnly {
+		// After log.meta: a cursor opened in between has no identity
+		// yet, and takes this one when next opened.
+		if err := ensureLogID(l.dir, opts.FileMode, &l.recovery, newLog); err != nil {
 			return m, stored, false, err
 		}
 	}
@@ -205,7 +215,8 @@ type dirList struct {
 }
 
 // listDir lists the segment files of dir. Files that are not segment files
-// are left alone. One pass over the directory in its own order (a log of
+// (and directories) are left alone; a symbolic link, FIFO, socket or
+// device under a segment file's name is an error (ErrNotRegular). One pass over the directory in its own order (a log of
 // 10,000 segments has 30,000 names: os.ReadDir's sort of them by name was
 // a tenth of an Open), the bases sorted after.
 func listDir(dir string) (dirList, error) {
@@ -227,6 +238,13 @@ func listDir(dir string) (dirList, error) {
 	for _, e := range entries {
 		name := e.Name()
 		base, suffix, ok := segment.ParseName(name)
+		if ok && !e.Type().IsRegular() && !e.IsDir() {
+			// A FIFO or a link under a segment's name: never opened, and
+			// never passed over as if the segment were not there. (A
+			// directory is a foreign file, left alone.)
+			return dirList{}, fmt.Errorf("pagelog: list %s: %w", dir,
+				&regfile.TypeError{Path: filepath.Join(dir, name), Is: regfile.Kind(e.Type()), Want: "a regular file"})
+		}
 		if !ok || !e.Type().IsRegular() {
 			if isRecycledName(name) && e.Type().IsRegular() {
 				list.recycled = append(list.recycled, name)
@@ -392,7 +410,10 @@ func (l *Log) skipLostOffsets(known uint64) error {
 // openActive opens the newest segment for writing, with what the
 // checkpoint files say of it.
 func (l *Log) openActive(base uint64) (*segment.Segment, segment.Recovery, error) {
-	hint := readHint(l.dir, base, &l.recovery)
+	hint, err := readHint(l.dir, base, &l.recovery)
+	if err != nil {
+		return nil, segment.Recovery{}, err
+	}
 	// From here on the marker would be stale: an append may follow.
 	_ = os.Remove(filepath.Join(l.dir, cleanName))
 	s, rep, err := segment.OpenActive(l.cfg, base, hint)

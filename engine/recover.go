@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -114,7 +115,7 @@ func renameMisnamed(dir string) ([]string, error) {
 // firstRecordID returns the id of the first record of a segment file, if
 // it verifies.
 func firstRecordID(path string) (uint64, bool) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, false
 	}

@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 	"github.com/pagelog/pagelog/mmapfile"
 )
@@ -190,13 +193,16 @@ func copyPrefix(path string, pos int64, mode os.FileMode, datasync func(*os.File
 	if datasync == nil {
 		datasync = mmapfile.Datasync
 	}
-	src, err := os.Open(path)
+	src, err := regfile.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("pagelog: truncate: %w", err)
 	}
 	defer src.Close()
 	tmp := path + ".tmp"
-	dst, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, mode)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pagelog: truncate: %w", err)
+	}
+	dst, err := regfile.Create(tmp, os.O_RDWR, mode)
 	if err != nil {
 		return fmt.Errorf("pagelog: truncate: %w", err)
 	}

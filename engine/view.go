@@ -110,7 +110,8 @@ func (l *Log) tryView() error {
 			if i+1 < len(bases) {
 				next = bases[i+1]
 			}
-			s, rep, err = segment.OpenView(l.cfg, base, next, readHint(l.dir, base, &l.recovery))
+			hint, _ := readHint(l.dir, base, &l.recovery) // noted; a reader goes on without it
+			s, rep, err = segment.OpenView(l.cfg, base, next, hint)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			if !l.dropped(bases[i+1:]) {
@@ -217,7 +218,8 @@ func (l *Log) follow(segs []*segment.Segment) ([]*segment.Segment, error) {
 		last := segs[len(segs)-1]
 		if last.View() && last.Next() > last.Base() {
 			next := last.Next()
-			s, rep, err := segment.OpenView(l.cfg, next, maxOffset, readHint(l.dir, next, &l.recovery))
+			hint, _ := readHint(l.dir, next, &l.recovery)
+			s, rep, err := segment.OpenView(l.cfg, next, maxOffset, hint)
 			if err == nil {
 				segs = append(segs, s)
 				l.publish(segs)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // queue.head, the head checkpoint, replaced atomically (temporary file,
@@ -109,11 +110,15 @@ func decodeHead(b []byte) (headState, error) {
 }
 
 // readHead reads queue.head; the error wraps fs.ErrNotExist when there is
-// none.
+// none, engine.ErrNewerFile when a newer version wrote it (never
+// overwritten), engine.ErrNotRegular when something else is in its place.
 func readHead(dir string) (headState, error) {
-	b, err := os.ReadFile(filepath.Join(dir, headName))
+	b, err := regfile.ReadFile(filepath.Join(dir, headName))
 	if err != nil {
 		return headState{}, fmt.Errorf("pagelog: read %s: %w", headName, err)
+	}
+	if err := checkpoint.Newer(b, headName, headVersion); err != nil {
+		return headState{}, err
 	}
 	return decodeHead(b)
 }

@@ -644,14 +644,8 @@ func hCases(t *testing.T, tp *hTemplate) []hCase {
 		}
 		add(badHead(fmt.Sprintf("queue.head %d bytes of garbage", n), write(head, g)))
 	}
-	c := badHead("queue.head a directory", func(t *testing.T, dir string) {
-		os.Remove(filepath.Join(dir, headName))
-		if err := os.Mkdir(filepath.Join(dir, headName), 0o700); err != nil {
-			t.Fatal(err)
-		}
-	})
-	c.closeMayFail = true
-	add(c)
+	// A directory (or a FIFO, a link) in place of queue.head fails the
+	// open: TestOpenRefusesWhatIsNotAFileInPlaceOfTheHeadCheckpoint.
 	add(badHead("queue.head end below head (valid checksum)", func(t *testing.T, dir string) {
 		b := make([]byte, headSize)
 		b[0] = headVersion

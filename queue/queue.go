@@ -223,7 +223,9 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
 	}
 	for _, sub := range []string{deletesDir, receivesDir} {
-		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && !st.IsDir() {
+		// Lstat: a symbolic link in place of a side log would have the
+		// queue write its files wherever it points.
+		if st, err := os.Lstat(filepath.Join(dir, sub)); err == nil && !st.IsDir() {
 			return nil, fmt.Errorf("pagelog: open %s: %s is not a directory (the queue's %s log)", dir, filepath.Join(dir, sub), sub)
 		}
 	}

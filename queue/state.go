@@ -106,7 +106,10 @@ func (q *Queue) restore() error {
 			return err
 		}
 	}
-	h := q.startHead()
+	h, err := q.startHead()
+	if err != nil {
+		return err
+	}
 	skip := q.replayDeletes(h)
 	if err := q.skipLost(h, skip); err != nil {
 		return err
@@ -138,25 +141,29 @@ func (q *Queue) restore() error {
 }
 
 // startHead reads the head checkpoint, falling back to the log's first
-// offset when there is none or it is damaged.
-func (q *Queue) startHead() headState {
+// offset when there is none or it is damaged. A queue.head that a newer
+// version wrote, which the next checkpoint would overwrite, or something
+// other than a regular file in its place, fails the open.
+func (q *Queue) startHead() (headState, error) {
 	rec := &q.recovery
 	first := q.log.First()
 	h, err := readHead(q.dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		rec.HeadFrom = "log start (no checkpoint)"
-		return headState{head: first}
+		return headState{head: first}, nil
+	case errors.Is(err, engine.ErrNewerFile) || errors.Is(err, engine.ErrNotRegular):
+		return headState{}, err
 	case err != nil:
 		rec.HeadFrom = "log start (checkpoint damaged)"
 		rec.CheckpointError = err
-		return headState{head: first}
+		return headState{head: first}, nil
 	}
 	rec.HeadFrom = "checkpoint"
 	// A queue.head of an older version is written again, with the side
 	// logs' spans, at the next checkpoint.
 	q.ck.h, q.ck.written = h, h.sides
-	return h // a head below the log's first offset: see skipLost
+	return h, nil // a head below the log's first offset: see skipLost
 }
 
 // replayDeletes reads the delete log and returns the deleted offsets at or

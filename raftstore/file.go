@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -33,17 +35,9 @@ func unseal(b []byte) ([]byte, bool) {
 func replaceFile(dir, name string, data []byte, mode fs.FileMode, nosync bool) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("raftstore: write %s: %w", name, err)
-	}
-	_, err = f.Write(data)
-	if err == nil && !nosync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	// Whatever is at the temporary name is removed, never written
+	// through; the file is created with O_EXCL (regfile).
+	err := regfile.WriteNew(tmp, data, mode, !nosync)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -60,7 +54,7 @@ func replaceFile(dir, name string, data []byte, mode fs.FileMode, nosync bool) e
 // readFile returns the content of dir/name, or nil and false when it does
 // not exist.
 func readFile(dir, name string) ([]byte, bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, name))
+	b, err := regfile.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

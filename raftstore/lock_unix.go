@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 const lockName = "LOCK"
@@ -17,7 +19,7 @@ const lockName = "LOCK"
 // also covers the store's own files, and the moments when the log is being
 // replaced (see Store.reset). It dies with the process.
 func lockDir(dir string, mode os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, mode)
+	f, err := regfile.Open(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: lock %s: %w", dir, err)
 	}

@@ -131,7 +131,10 @@ func TestFileDamage(t *testing.T) {
 		}, true},
 		{"bounds: empty", boundsName, func(b []byte) []byte { return nil }, false},
 		{"bounds: bit flip", boundsName, func(b []byte) []byte { b[3] ^= 0x10; return b }, false},
-		{"bounds: version", boundsName, func(b []byte) []byte { b[0] = 2; return sealed(b[:len(b)-4]) }, false},
+		{"bounds: version byte damaged", boundsName, func(b []byte) []byte { b[0] = 2; return b }, false},
+		// A newer version's file (its checksum checks out) is never
+		// overwritten: the open fails.
+		{"bounds: newer version", boundsName, func(b []byte) []byte { b[0] = 2; return sealed(b[:len(b)-4]) }, true},
 		{"bounds: too long", boundsName, func(b []byte) []byte { return append(b, 0) }, false},
 	}
 	for _, tc := range cases {

@@ -169,6 +169,13 @@ func (s *Store) open() error {
 	if err != nil {
 		return err
 	}
+	if ok && len(b) >= 5 && b[0] > boundsVersion {
+		if _, sealed := unseal(b); sealed {
+			// A newer version's file: never overwritten.
+			return fmt.Errorf("%w: %s: version %d, written by a newer version; this build reads %d and never overwrites it",
+				ErrBadFile, boundsName, b[0], boundsVersion)
+		}
+	}
 	if ok {
 		if s.bounds, err = decodeBounds(b); err != nil {
 			s.bounds = bounds{cut: noCut}

@@ -20,10 +20,9 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
+	"golang.org/x/sys/unix"
 )
 
 // queueCommands are the subcommands of `pagelog queue`.
@@ -627,7 +626,7 @@ func progressPrinter(step int64) func(cycles int64, elapsed time.Duration) {
 // SIGBUS at a store through the mapping. Without create the file is the
 // one the parent made, of that size.
 func mapMarks(path string, n int, create bool) ([]uint32, error) {
-	flag := os.O_RDWR
+	flag := os.O_RDWR | unix.O_NOFOLLOW
 	if create {
 		flag |= os.O_CREATE | os.O_TRUNC
 	}

@@ -462,3 +462,30 @@ func TestTailStopsAtACutBelowItsEnd(t *testing.T) {
 		t.Fatalf("tail of a log cut at %d while it printed: %v, %d lines, stderr %q", at, err, len(got), stderr.String())
 	}
 }
+
+// A link in place of a cursor's file is never written through by
+// tail --cursor, and cursors lists it as damaged instead of hiding it.
+func TestTailCursorRefusesALinkAndCursorsListsIt(t *testing.T) {
+	dir := t.TempDir()
+	appendMessages(t, dir, []string{"zero", "one"})
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "cursors"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "cursors", "c")); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(t, "", "tail", "--dir", dir, "--cursor", "c"); r.code != 1 || !strings.Contains(r.stderr, "symbolic link") {
+		t.Fatalf("tail --cursor through a link: exit %d, %q", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "keep" {
+		t.Fatalf("the file outside reads %q, %v: written through the link", b, err)
+	}
+	r := mustRun(t, "", "cursors", "--dir", dir)
+	if !strings.Contains(r.stdout, "c ") || !strings.Contains(r.stdout, "symbolic link") {
+		t.Fatalf("cursors printed %q, want c listed as a symbolic link", r.stdout)
+	}
+}

@@ -13,20 +13,54 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // ErrBadFile is matched by every BadFileError.
 var ErrBadFile = errors.New("pagelog: damaged checkpoint file")
 
+// ErrNewer is matched by a BadFileError for a file that a newer version
+// wrote (see Newer); it matches ErrBadFile too.
+var ErrNewer = errors.New("pagelog: file written by a newer version")
+
 // BadFileError reports a checkpoint file that fails its checks.
 type BadFileError struct {
-	Name string // the file's name
-	Why  string // what is wrong with it
+	Name  string // the file's name
+	Why   string // what is wrong with it
+	Newer bool   // a newer version's file: never to be overwritten
 }
 
-func (e *BadFileError) Error() string { return "pagelog: " + e.Name + " is damaged: " + e.Why }
+func (e *BadFileError) Error() string {
+	if e.Newer {
+		return "pagelog: " + e.Name + " was written by a newer version: " + e.Why
+	}
+	return "pagelog: " + e.Name + " is damaged: " + e.Why
+}
 
-func (e *BadFileError) Unwrap() error { return ErrBadFile }
+func (e *BadFileError) Unwrap() []error {
+	if e.Newer {
+		return []error{ErrBadFile, ErrNewer}
+	}
+	return []error{ErrBadFile}
+}
+
+// Newer returns a *BadFileError matching ErrNewer when b is a newer
+// version's file: its version byte is above version and its last 4 bytes
+// are the CRC-32C of the bytes before them (every version of every
+// checkpoint ends so), whatever its size. Such a file is never trusted,
+// and never overwritten or removed either: a writer that would replace it
+// refuses to open instead. nil otherwise (a file of this version, or a
+// damaged one).
+func Newer(b []byte, name string, version byte) error {
+	if len(b) < 5 || b[0] <= version {
+		return nil
+	}
+	if binary.BigEndian.Uint32(b[len(b)-4:]) != Sum(b[:len(b)-4]) {
+		return nil
+	}
+	return &BadFileError{Name: name, Newer: true, Why: fmt.Sprintf("version %d, this build reads %d and never overwrites it", b[0], version)}
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -55,21 +89,13 @@ func Check(b []byte, size int, name string, version byte) error {
 }
 
 // Replace writes data to dir/name atomically: a temporary file, fsync,
-// rename over the old one, fsync of the directory.
+// rename over the old one, fsync of the directory. Whatever is at the
+// temporary name is removed first, never written through (a symbolic
+// link), and the rename replaces a link at name rather than follow it.
 func Replace(dir, name string, data []byte, mode os.FileMode) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("pagelog: write %s: %w", name, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := regfile.WriteNew(tmp, data, mode, true)
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}

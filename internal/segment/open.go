@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
@@ -57,7 +58,7 @@ func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error
 	s := &Segment{cfg: cfg, base: base, activeView: true, successor: next != noNext, rp: h.RecoveryPoint}
 	s.refs.Store(1)
 	rep := Recovery{Segment: Name(base, LogSuffix), RecoveryPoint: h.RecoveryPoint, View: true}
-	f, err := os.Open(s.path(LogSuffix))
+	f, err := regfile.Open(s.path(LogSuffix), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, rep, fmt.Errorf("segment: open: %w", err)
 	}
@@ -145,10 +146,10 @@ func (s *Segment) viewEnd(src *fileSource, x *index, size int64, next uint64, h 
 // empty.
 func (s *Segment) copyIndex() *index {
 	x := &index{}
-	if b, err := os.ReadFile(s.path(IndexSuffix)); err == nil {
+	if b, err := regfile.ReadFile(s.path(IndexSuffix)); err == nil {
 		x.off = sparseidx.Offsets{Buf: b}
 	}
-	if b, err := os.ReadFile(s.path(TimeIndexSuffix)); err == nil {
+	if b, err := regfile.ReadFile(s.path(TimeIndexSuffix)); err == nil {
 		x.tim = sparseidx.Times{Buf: b}
 	}
 	return x
@@ -186,7 +187,7 @@ func (s *Segment) mapReadOnly() error {
 	f := s.f
 	if f == nil {
 		var err error
-		if f, err = mmapfile.OpenRead(s.path(LogSuffix)); err != nil {
+		if f, err = regfile.Open(s.path(LogSuffix), os.O_RDONLY, 0); err != nil {
 			return fmt.Errorf("segment: open: %w", err)
 		}
 		defer f.Close()
@@ -513,7 +514,7 @@ func (s *Segment) writeIndexFiles(offs, tims []byte) bool {
 		if mode == 0 {
 			mode = 0o600
 		}
-		if err := os.WriteFile(tmp, f.data, mode); err != nil {
+		if err := regfile.WriteNew(tmp, f.data, mode, false); err != nil {
 			_ = os.Remove(tmp)
 			ok = false
 			continue

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
@@ -277,7 +278,7 @@ func (s *Segment) zeroTail(end int64) error {
 
 // openMapped opens path for reading and maps all of it.
 func openMapped(path string) (*os.File, []byte, error) {
-	f, err := mmapfile.OpenRead(path)
+	f, err := regfile.Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -102,7 +103,7 @@ func PrepareRecycled(cfg *Config, path string) (*Segment, error) {
 // has, and every other roll found nothing prepared and made a new file.
 // A test's Config.Datasync is still told of the write, as a sync of f.
 func zeroHead(cfg *Config, path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_RDWR|mmapfile.DsyncFlag, 0)
+	f, err := regfile.Open(path, os.O_RDWR|mmapfile.DsyncFlag, 0)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
 
@@ -79,8 +80,8 @@ func (s *Segment) VerifyIndex() []string {
 	if !s.present() {
 		return problems // dropped, or cut and replaced by Truncate, since the open
 	}
-	offs, offErr := os.ReadFile(s.path(IndexSuffix))
-	tims, timErr := os.ReadFile(s.path(TimeIndexSuffix))
+	offs, offErr := regfile.ReadFile(s.path(IndexSuffix))
+	tims, timErr := regfile.ReadFile(s.path(TimeIndexSuffix))
 	if !s.present() || (offErr != nil || timErr != nil) && s.gone() {
 		// Dropped or replaced while the files were read (a writer removes
 		// the index files first, then the .log): it left the log.
@@ -106,7 +107,7 @@ func (s *Segment) VerifyIndex() []string {
 // junkAfter returns how many bytes the .log file holds after end, when
 // any of them is not zero (0 otherwise), reading them with pread.
 func (s *Segment) junkAfter(end int64) int64 {
-	f, err := os.Open(s.path(LogSuffix))
+	f, err := regfile.Open(s.path(LogSuffix), os.O_RDONLY, 0)
 	if err != nil {
 		return 0
 	}
@@ -177,7 +178,7 @@ func (s *Segment) IndexMatchesRule() bool {
 	for _, e := range s.ruleEntries(recs, spans) {
 		want = appendOffset(want, e.rel, e.pos)
 	}
-	got, err := os.ReadFile(s.path(IndexSuffix))
+	got, err := regfile.ReadFile(s.path(IndexSuffix))
 	return err == nil && bytes.Equal(got, want) || errors.Is(err, os.ErrNotExist) && len(want) == 0
 }
 

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
@@ -78,7 +79,7 @@ func (fw *Follower) open() error {
 	if fw.f != nil || fw.replaced {
 		return nil
 	}
-	f, err := os.Open(fw.s.path(LogSuffix))
+	f, err := regfile.Open(fw.s.path(LogSuffix), os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		fw.replaced = true
 		return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 	"golang.org/x/sys/unix"
@@ -121,7 +122,7 @@ func (c *Config) openFile(path string, flag int) (*os.File, error) {
 	if mode == 0 {
 		mode = 0o600
 	}
-	return os.OpenFile(path, flag, mode)
+	return regfile.Open(path, flag, mode)
 }
 
 // Create starts a new, empty active segment at base: three files
@@ -654,7 +655,7 @@ func (s *Segment) Sync() error {
 	}
 	// A sealed segment opened at Open, or evicted since its seal, keeps
 	// no descriptor.
-	f, err := mmapfile.OpenRead(s.path(LogSuffix))
+	f, err := regfile.Open(s.path(LogSuffix), os.O_RDONLY, 0)
 	if err != nil {
 		return fmt.Errorf("segment: sync: %w", err)
 	}
