@@ -8,6 +8,7 @@
 //	dir/log/          the log: segments, indexes, log.meta (FORMAT.md)
 //	dir/raft.bounds   the first entry kept, and a suffix cut under way
 //	dir/raft.stable   the StableStore's keys and values
+//	dir/raft.node     the node id the term and vote belong to (SetNodeID)
 //
 // Each entry is one record whose body is a 26-byte header (version, type,
 // term, append time, extensions length), the extensions, then the data;

@@ -29,7 +29,7 @@ var (
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("raftstore: closed")
 	// ErrBadFile: one of the store's own small files (raft.bounds,
-	// raft.stable) fails its checks.
+	// raft.stable, raft.node) fails its checks.
 	ErrBadFile = errors.New("raftstore: damaged file")
 	// ErrCorrupt matches a stored entry that fails its checks (the log's
 	// checksum and id, or the entry header).

@@ -78,10 +78,10 @@ type Options struct {
 // --write-timeout, --idle-timeout, --max-conns, --tls-cert, --tls-key,
 // --client-ca and --token-file.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&o.ReadTimeout, "read-timeout", DefaultReadTimeout, "longest time to read a request, body included")
-	fs.DurationVar(&o.WriteTimeout, "write-timeout", DefaultWriteTimeout, "longest time to write an answer (a request that waits, such as a receive, gets its wait on top)")
-	fs.DurationVar(&o.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "a kept-alive connection with no request is closed after this")
-	fs.IntVar(&o.MaxConns, "max-conns", DefaultMaxConns, "most connections served at once (`n`); more wait to be accepted")
+	fs.DurationVar(&o.ReadTimeout, "read-timeout", DefaultReadTimeout, "longest time to read a request, body included; 0 is the default, not no limit")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", DefaultWriteTimeout, "longest time to write an answer (a request that waits, such as a receive, gets its wait on top); 0 is the default, not no limit")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "a kept-alive connection with no request is closed after this; 0 is the default, not no limit")
+	fs.IntVar(&o.MaxConns, "max-conns", DefaultMaxConns, fmt.Sprintf("most connections served at once (`n`); more wait to be accepted; 0 is %d, not no limit", DefaultMaxConns))
 	fs.StringVar(&o.TLSCert, "tls-cert", "", "PEM certificate `file`: serve HTTPS (with --tls-key)")
 	fs.StringVar(&o.TLSKey, "tls-key", "", "PEM private key `file` of --tls-cert")
 	fs.StringVar(&o.ClientCA, "client-ca", "", "PEM CA certificates `file`: every client must present a certificate they signed (mutual TLS; needs --tls-cert)")

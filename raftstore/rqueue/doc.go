@@ -40,12 +40,14 @@
 // # Files, restarts and snapshots
 //
 // A node's directory (Config.Dir) holds raft/ (the raftstore: raft's log,
-// term and vote, fsynced per batch), snapshots/ (raft's file snapshot
-// store) and queue/ (the local queue). The local queue is not the durable
-// copy: it runs SyncNone, and each start removes it and rebuilds it from
-// raft's latest snapshot and the log entries after it. A local queue that
-// fails to apply a command (a full disk) makes the node refuse to serve
-// (ErrFailed) until it is restarted or installs a snapshot.
+// term and vote, fsynced per batch, and the id of the node they belong
+// to: Start refuses another id with ErrNodeIDChanged), snapshots/ (raft's
+// file snapshot store) and queue/ (the local queue). The local queue is
+// not the durable copy: it runs SyncNone, and each start removes it and
+// rebuilds it from raft's latest snapshot and the log entries after it.
+// A local queue that fails to apply a command (a full disk) makes the
+// node refuse to serve (ErrFailed) until it is restarted or installs a
+// snapshot.
 //
 // A snapshot holds the FSM's counters and the live messages (id, due
 // time, group, body), not the log: its size follows the queue's depth.

@@ -24,7 +24,10 @@ type Config struct {
 	ID string
 	// Dir holds the node's files: raft/ (the raftstore: raft's log, term
 	// and vote), snapshots/ (raft's file snapshot store) and queue/ (the
-	// local queue, rebuilt at each start).
+	// local queue, rebuilt at each start). The first Start records ID in
+	// it; a later Start with another ID fails with ErrNodeIDChanged (a
+	// directory with raft state and no recorded id takes ID, logged on
+	// LogOutput).
 	Dir string
 	// RaftAddr is the host:port of raft's TCP transport, bound and
 	// advertised. Ignored when Transport is set.
@@ -123,11 +126,20 @@ func Start(c Config) (*Node, error) {
 	if n.store, err = raftstore.Open(filepath.Join(c.Dir, "raft"), raftstore.Options{NoSync: c.NoSync}); err != nil {
 		return nil, err
 	}
-	if n.fsm, err = NewFSM(filepath.Join(c.Dir, "queue"), c.Queue); err != nil {
-		return nil, err
-	}
 	snaps, err := raft.NewFileSnapshotStore(c.Dir, 2, logOut)
 	if err != nil {
+		return nil, err
+	}
+	has, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		return nil, err
+	}
+	// The node id before anything else reads or changes the directory:
+	// raft's term and vote there count for the node that cast them.
+	if err := checkNodeID(n.store, c.Dir, c.ID, has, logOut); err != nil {
+		return nil, err
+	}
+	if n.fsm, err = NewFSM(filepath.Join(c.Dir, "queue"), c.Queue); err != nil {
 		return nil, err
 	}
 	n.trans = c.Transport
@@ -148,10 +160,6 @@ func Start(c Config) (*Node, error) {
 		c.Raft(conf)
 	}
 	conf.NotifyCh = n.notify
-	has, err := raft.HasExistingState(n.store, n.store, snaps)
-	if err != nil {
-		return nil, err
-	}
 	if c.Bootstrap {
 		if !has {
 			peers := c.Peers

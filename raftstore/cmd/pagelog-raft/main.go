@@ -9,7 +9,8 @@
 // Every node is started with the same --peers; a node with no raft state
 // yet bootstraps the cluster with them (raft allows every node to do so
 // with the same configuration); a node with state refuses --peers that
-// disagree with its stored configuration. The routes are those of rqueue's
+// disagree with its stored configuration, and a directory first used by
+// another --id refuses to start. The routes are those of rqueue's
 // Node.Handler, behind the timeouts, connection bound, TLS and bearer token
 // of internal/httpserve (none of which authenticates anyone by default).
 package main
@@ -69,7 +70,8 @@ HTTP API use --tls-cert/--tls-key (HTTPS), --client-ca (mutual TLS) and
 --token-file (every POST needs "Authorization: Bearer TOKEN", else 401).
 --peers is read only by a node without raft state; a node whose --peers
 disagree with the configuration it stored refuses to start, naming both
-(raftstore/README.md says how to change addresses).
+(raftstore/README.md says how to change addresses). D records the --id it
+was first used with: another --id on it refuses to start, naming both.
 
 flags:
 `

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pagelog/pagelog/internal/httpserve"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -39,6 +40,19 @@ func TestFlags(t *testing.T) {
 	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "POST /send") ||
 		!strings.Contains(errb.String(), fmt.Sprintf("%.0fh", queue.MaxDelay.Hours())) {
 		t.Errorf("--help: exit %d, %q; want the routes and queue.MaxDelay", code, errb.String())
+	}
+	// What a zero does to the HTTP server's timeouts and bound, one line each.
+	help := errb.String()
+	for _, flag := range []string{"read-timeout", "write-timeout", "idle-timeout", "max-conns"} {
+		_, text, _ := strings.Cut(help, "  -"+flag+" ")
+		text, _, _ = strings.Cut(text, "\n  -")
+		want := "0 is the default, not no limit"
+		if flag == "max-conns" {
+			want = fmt.Sprintf("0 is %d, not no limit", httpserve.DefaultMaxConns)
+		}
+		if !strings.Contains(text, want) {
+			t.Errorf("--help for --%s: %q; want %q", flag, text, want)
+		}
 	}
 	// An HTTP address in use is an error before raft starts: nothing is
 	// created in the node's directory.

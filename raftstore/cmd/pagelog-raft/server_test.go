@@ -388,3 +388,34 @@ func TestRestartWithOtherPeersIsRefused(t *testing.T) {
 		t.Fatalf("restart with the stored peers: exit %d; stderr:\n%s", code, p.errors())
 	}
 }
+
+// A node's directory started with another --id (and the same --peers)
+// refuses to start, naming both ids; with its own id it starts.
+func TestRestartWithOtherIDIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "n1")
+	ports := freePorts(t, 2)
+	args := func(id string) []string {
+		return []string{"--id", id, "--dir", dir, "--peers", "n1=" + ports[0] + ",n2=" + ports[1], "--no-sync"}
+	}
+	p := runNode(t, args("n1")...)
+	if code := p.stop(); code != 0 {
+		t.Fatalf("first run: exit %d; stderr:\n%s", code, p.errors())
+	}
+	q, lines, done := startRun(t, append(args("n2"), "--http", "127.0.0.1:0"))
+	select {
+	case <-done:
+	case line, ok := <-lines: // it serves: stop it (closed: it ended)
+		if ok {
+			q.stop()
+			t.Errorf("n1's directory started as n2: %q", line)
+		}
+	}
+	code := q.stop()
+	if msg := q.errors(); code != 1 || !strings.Contains(msg, "node id differs") || !strings.Contains(msg, `"n1"`) || !strings.Contains(msg, `"n2"`) {
+		t.Fatalf("restart as n2: exit %d, stderr %q; want 1 and both ids", code, msg)
+	}
+	p = runNode(t, args("n1")...)
+	if code := p.stop(); code != 0 {
+		t.Fatalf("restart as n1: exit %d; stderr:\n%s", code, p.errors())
+	}
+}
