@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"hash/maphash"
 	"math"
 	"sync"
 	"time"
@@ -13,17 +14,32 @@ import (
 // restart because the ids are in the records' attributes: Open rebuilds it
 // from the end of the log (see rebuild), and the head checkpoint never
 // removes a segment that holds a remembered id's record.
+//
+// The window may hold a million ids (the default 5 minutes at a few
+// thousand sends a second), so it keeps no string per id: ids maps a
+// 64-bit hash of each id (maphash, seeded per window) to its first
+// send's offset, and order holds (offset, expiry, hash) triples, neither
+// with a pointer for the garbage collector to follow. A hash that matches
+// is checked against the id in the record at its offset (see match), so
+// that two ids with one hash are never taken for one: the later one is
+// kept by its string in few, which holds no more than such collisions.
 type dedupWindow struct {
 	mu     sync.Mutex
-	done   sync.Cond         // on mu: a first send of an id ended
-	window int64             // ns
-	ids    map[string]uint64 // id -> its first send's offset, or sending
+	done   sync.Cond              // on mu: a first send of an id ended
+	window int64                  // ns
+	hash   func(id string) uint64 // maphash.String with a seed of the window's
+	ids    hashTable              // hash of an id -> its first send's offset, or sending
+	few    map[string]uint64      // ids whose hash another remembered id has
 	// order holds the ids by offset from order[head] on, for expiry and
 	// the lowest offset held. Expiry moves head; the slots before it are
 	// given back when they are more than half of order (see expire).
 	order []dedupRef
 	head  int
 }
+
+// dedupHashForTests, when set, is the hash of every window opened: a test
+// that makes ids collide sets it (never in parallel with other tests).
+var dedupHashForTests func(id string) uint64
 
 // sending is the offset of an id whose first send is under way (no
 // message has it: offsets stay below MaxUint64).
@@ -32,11 +48,16 @@ const sending = math.MaxUint64
 type dedupRef struct {
 	off uint64
 	exp int64
-	id  string
+	h   uint64 // the id's hash
 }
 
 func newDedupWindow(window time.Duration) *dedupWindow {
-	d := &dedupWindow{window: int64(window), ids: map[string]uint64{}}
+	seed := maphash.MakeSeed()
+	d := &dedupWindow{window: int64(window),
+		hash: func(id string) uint64 { return maphash.String(seed, id) }}
+	if dedupHashForTests != nil {
+		d.hash = dedupHashForTests
+	}
 	d.done.L = &d.mu
 	return d
 }
@@ -51,10 +72,10 @@ func (d *dedupWindow) expire(now int64) {
 	k := d.head
 	for k < len(d.order) && d.order[k].exp <= now {
 		r := d.order[k]
-		if off, ok := d.ids[r.id]; ok && off == r.off {
-			delete(d.ids, r.id)
+		d.ids.delIf(r.h, r.off)
+		if len(d.few) > 0 {
+			d.forgetFew(r.off)
 		}
-		d.order[k] = dedupRef{} // the id's string may go
 		k++
 	}
 	d.head = k
@@ -66,22 +87,60 @@ func (d *dedupWindow) expire(now int64) {
 		}
 	case k > live:
 		copy(d.order, d.order[k:])
-		clear(d.order[live:])
 		d.order, d.head = d.order[:live], 0
 	}
 }
 
-// remember records that id's first send got offset off, to be forgotten
-// at exp. Called with d.mu held.
-func (d *dedupWindow) remember(id string, off uint64, exp int64) {
-	d.ids[id] = off
+// forgetFew forgets the colliding id whose first send is off.
+func (d *dedupWindow) forgetFew(off uint64) {
+	for id, o := range d.few {
+		if o == off {
+			delete(d.few, id)
+			return
+		}
+	}
+}
+
+// remember records that id (of hash h) got offset off, to be forgotten at
+// exp; inFew when another id holds h. Called with d.mu held.
+func (d *dedupWindow) remember(id string, h, off uint64, exp int64, inFew bool) {
+	d.set(id, h, off, inFew)
 	i := len(d.order)
 	d.order = append(d.order, dedupRef{})
 	for i > d.head && d.order[i-1].off > off {
 		d.order[i] = d.order[i-1]
 		i--
 	}
-	d.order[i] = dedupRef{off: off, exp: exp, id: id}
+	d.order[i] = dedupRef{off: off, exp: exp, h: h}
+}
+
+// set maps id (of hash h) to off: in few when inFew, by its hash
+// otherwise. Called with d.mu held.
+func (d *dedupWindow) set(id string, h, off uint64, inFew bool) {
+	if !inFew {
+		d.ids.put(h, off)
+		return
+	}
+	if d.few == nil {
+		d.few = map[string]uint64{}
+	}
+	d.few[id] = off
+}
+
+// unset forgets id (of hash h), set with inFew. Called with d.mu held.
+func (d *dedupWindow) unset(id string, h uint64, inFew bool) {
+	if inFew {
+		delete(d.few, id)
+	} else {
+		d.ids.del(h)
+	}
+}
+
+// holdsOther reports whether h is held by an id other than id, which find
+// did not find. Called with d.mu held.
+func (d *dedupWindow) holdsOther(h uint64) bool {
+	_, ok := d.ids.get(h)
+	return ok
 }
 
 // low returns the lowest offset whose id is remembered, ok false when none.
@@ -100,14 +159,44 @@ func (d *dedupWindow) size(now int64) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(now)
-	return len(d.ids)
+	return d.ids.len() + len(d.few)
+}
+
+// find returns the offset of id's first send within the window (sending
+// while it is under way), ok false when id is not remembered. A hash that
+// matches counts only when the record at its offset carries id (read
+// from the log, the rare case of a send repeated). Called with d.mu held.
+func (d *dedupWindow) find(l *engine.Log, id string, h uint64) (uint64, bool) {
+	if off, ok := d.few[id]; ok {
+		return off, true
+	}
+	off, ok := d.ids.get(h)
+	if !ok || off == sending || recordHasDedup(l, off, id) {
+		return off, ok
+	}
+	return 0, false // another id of the same hash
+}
+
+// recordHasDedup reports whether the record at off carries the dedup id
+// id. A record that cannot be read is taken to carry it: the hash matched,
+// and a read error is no proof of another id (the window kept such
+// records before hashes, and a send repeated is the likely case).
+func recordHasDedup(l *engine.Log, off uint64, id string) bool {
+	r, err := l.Read(off)
+	if err != nil {
+		return true
+	}
+	defer r.Release()
+	a, err := r.Attrs()
+	return err != nil || string(a.Dedup) == id
 }
 
 // sendDedup sends body with attrs a (whose Dedup is id) unless id was sent
-// within the window: then it returns the first send's offset. Concurrent
-// sends of one id append once: the later ones wait for the first.
+// within the window: then it returns the first offset. Concurrent sends of
+// one id append once: the later ones wait for the first.
 func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, error) {
 	d := q.dedup
+	h := d.hash(id)
 	d.mu.Lock()
 	for {
 		if q.closed.Load() {
@@ -116,16 +205,17 @@ func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, erro
 		}
 		now := q.now()
 		d.expire(now)
-		first, ok := d.ids[id]
+		first, ok := d.find(q.log, id, h)
 		if !ok {
-			d.ids[id] = sending
+			inFew := d.holdsOther(h) // a collision: this id goes to few
+			d.set(id, h, sending, inFew)
 			d.mu.Unlock()
 			off, err := q.appendOne(body, a)
 			d.mu.Lock()
 			if err != nil {
-				delete(d.ids, id)
+				d.unset(id, h, inFew)
 			} else {
-				d.remember(id, off, addSat(now, d.window))
+				d.remember(id, h, off, addSat(now, d.window), inFew)
 			}
 			d.done.Broadcast()
 			d.mu.Unlock()
@@ -192,12 +282,16 @@ func (q *Queue) rebuildDedup() error {
 			continue
 		}
 		id := string(a.Dedup)
-		if off, ok := d.ids[id]; ok && off > r.Offset {
+		h := d.hash(id)
+		off, same := d.find(q.log, id, h)
+		if same && off > r.Offset {
 			continue
 		}
-		d.remember(id, r.Offset, exp) // a later send of the id replaces an earlier one
+		// A later send of the id replaces an earlier one, where it is.
+		_, inFew := d.few[id]
+		d.remember(id, h, r.Offset, exp, inFew || !same && d.holdsOther(h))
 	}
-	q.recovery.DedupIDs = len(d.ids)
+	q.recovery.DedupIDs = d.ids.len() + len(d.few)
 	return nil
 }
 

@@ -19,7 +19,8 @@ func TestDedupExpiryCopiesFewIDs(t *testing.T) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.expire(now)
-		d.remember(fmt.Sprint("id-", next), next, now+n)
+		id := fmt.Sprint("id-", next)
+		d.remember(id, d.hash(id), next, now+n, false)
 		next++
 		now++
 	}

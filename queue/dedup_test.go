@@ -3,7 +3,9 @@ package queue
 import (
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pagelog/pagelog/engine"
 )
@@ -53,5 +55,76 @@ func TestDeadLettersDedupIDsAreNotRememberedAfterReopen(t *testing.T) {
 	end := d.Stats().End
 	if off := mustSendWith(t, d, "b", SendOptions{DedupID: "x"}); off != end {
 		t.Fatalf("after a reopen a send of id x to the dead-letter queue gave offset %d, want a new message at %d", off, end)
+	}
+}
+
+// TestDedupIDsOfOneHashAreToldApart: ids whose hashes are equal are kept
+// apart by the ids in their records: each is sent once, a send again of
+// any of them gives its own first offset, concurrent sends of one id
+// append once, and all of it holds after a reopen (the window rebuilt
+// from the log) and until the window passes. Every id here has one hash.
+func TestDedupIDsOfOneHashAreToldApart(t *testing.T) {
+	dedupHashForTests = func(string) uint64 { return 42 }
+	defer func() { dedupHashForTests = nil }()
+	const window = 100 * time.Second
+	clock := newFakeClock()
+	dir := t.TempDir()
+	opts := func(o *Options) { o.DedupWindow = window; o.CheckpointInterval = time.Hour }
+	q := openTestQueue(t, dir, clock, opts)
+	ids := []string{"a", "b", "c", "d"}
+	first := map[string]uint64{}
+	for _, id := range ids {
+		first[id] = mustSendWith(t, q, "body-"+id, SendOptions{DedupID: id})
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, id := range ids {
+			if off := mustSendWith(t, q, "again-"+id, SendOptions{DedupID: id}); off != first[id] {
+				t.Fatalf("%s: a send again of %q gave offset %d, its first send's is %d", when, id, off, first[id])
+			}
+		}
+		if got := q.Stats().DedupIDs; got != len(ids) {
+			t.Fatalf("%s: %d ids remembered, want %d", when, got, len(ids))
+		}
+	}
+	check("first sends")
+
+	// Concurrent first sends of one id append once, beside ids of its hash.
+	var wg sync.WaitGroup
+	offs := make([]uint64, 16)
+	for i := range offs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			off, err := q.SendWith([]byte("e"), SendOptions{DedupID: "e"})
+			if err != nil {
+				t.Error(err)
+			}
+			offs[i] = off
+		}()
+	}
+	wg.Wait()
+	for _, off := range offs {
+		if off != offs[0] {
+			t.Fatalf("concurrent sends of one id gave offsets %v", offs)
+		}
+	}
+	first["e"], ids = offs[0], append(ids, "e")
+	if end := q.Stats().End; end != first["e"]+1 {
+		t.Fatalf("the log ends at %d after 5 ids sent once each", end)
+	}
+	check("concurrent sends")
+
+	mustCloseQueue(t, q)
+	q = openTestQueue(t, dir, clock, opts)
+	defer func() { mustCloseQueue(t, q) }()
+	check("after a reopen")
+
+	clock.Advance(window + time.Second)
+	if got := q.Stats().DedupIDs; got != 0 {
+		t.Fatalf("%d ids remembered after the window passed", got)
+	}
+	if off := mustSendWith(t, q, "late-a", SendOptions{DedupID: "a"}); off == first["a"] {
+		t.Fatalf("a send of %q after the window gave its first offset %d", "a", off)
 	}
 }
