@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"iter"
@@ -184,7 +185,7 @@ func (l *Log) RecordsWithAttrs(from uint64) iter.Seq2[Record, error] {
 func (l *Log) records(from uint64, attrsOnly bool) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		cuts := l.cuts.Load()
-		for from < l.Next() {
+		for tries := 0; from < l.Next(); tries++ {
 			if first := l.First(); from < first {
 				if lost := max(from, l.meta.FirstOffset); lost < first {
 					err := fmt.Errorf("%w: offsets [%d, %d) dropped before they were read: %d records lost",
@@ -198,7 +199,10 @@ func (l *Log) records(from uint64, attrsOnly bool) iter.Seq2[Record, error] {
 			}
 			s, err := l.acquire(from)
 			if errors.Is(err, ErrNotFound) {
-				continue // dropped or cut meanwhile: the loop looks again
+				// Dropped or cut meanwhile: the loop looks again, not in
+				// a tight loop if the log does not settle.
+				_ = backOff(context.Background(), tries)
+				continue
 			}
 			if err != nil {
 				yield(Record{Offset: from}, err)
@@ -208,6 +212,13 @@ func (l *Log) records(from uint64, attrsOnly bool) iter.Seq2[Record, error] {
 			s.Release()
 			if !more {
 				return
+			}
+			if next != from {
+				tries = -1 // progress: the next look is a quick one
+			} else {
+				// A segment that ends short of the log's end (a reader
+				// of a log its writer changes): look again, backing off.
+				_ = backOff(context.Background(), tries)
 			}
 			from = next
 		}
