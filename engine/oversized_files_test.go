@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -59,5 +60,48 @@ func TestOversizedSmallFilesAreNotReadWhole(t *testing.T) {
 				t.Errorf("Open: %v, want nil or ErrBadFile", err)
 			}
 		})
+	}
+}
+
+// An index file grown huge (sparse) beside a segment is not read whole by
+// a read-only open or by Verify: no index of the segment can be larger
+// than one entry for each 16 bytes of it.
+func TestOversizedIndexFileIsNotReadWhole(t *testing.T) {
+	const huge = 1 << 30
+	dir := t.TempDir()
+	l, err := Open(dir, Options{SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20, func(uint64) int { return 100 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ := filepath.Glob(filepath.Join(dir, "*.index"))
+	if len(idx) == 0 {
+		t.Fatal("no index file")
+	}
+	if err := os.Truncate(idx[0], huge); err != nil {
+		t.Fatal(err)
+	}
+	var verr error
+	var rep VerifyReport
+	n := allocated(func() {
+		ro, err := OpenReadOnly(dir, Options{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer ro.Close()
+		if _, err := ro.Read(0); err != nil {
+			t.Error(err)
+		}
+		rep, verr = ro.Verify(nil)
+	})
+	if n > 64<<20 {
+		t.Errorf("OpenReadOnly and Verify (%v) allocated %d bytes for a %d-byte index file", verr, n, huge)
+	}
+	if verr != nil || len(rep.IndexProblems) == 0 || !strings.Contains(strings.Join(rep.IndexProblems, "\n"), filepath.Base(idx[0])) {
+		t.Errorf("Verify: %v, index problems %q: want the index file named", verr, rep.IndexProblems)
 	}
 }
