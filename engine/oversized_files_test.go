@@ -105,3 +105,49 @@ func TestOversizedIndexFileIsNotReadWhole(t *testing.T) {
 		t.Errorf("Verify: %v, index problems %q: want the index file named", verr, rep.IndexProblems)
 	}
 }
+
+// A writer's open of a segment whose index file was grown huge (sparse)
+// cuts it to what an index of the segment can hold: it neither allocates
+// the file's size on disk nor maps it, and the log reads and appends.
+func TestWritableOpenCutsAnOversizedIndexFile(t *testing.T) {
+	const huge = 256 << 20
+	opts := Options{SegmentBytes: 1 << 20}
+	dir := t.TempDir()
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 20, func(uint64) int { return 100 })
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pat := range []string{"*.index", "*.timeindex"} {
+		files, _ := filepath.Glob(filepath.Join(dir, pat))
+		if len(files) != 1 {
+			t.Fatalf("%s: %v", pat, files)
+		}
+		if err := os.Truncate(files[0], huge); err != nil {
+			t.Fatal(err)
+		}
+		if err := openAndClose(dir, opts); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() >= huge {
+			t.Errorf("%s is still %d bytes after a writer's open", files[0], st.Size())
+		}
+		l, err := Open(dir, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.Read(19); err != nil || len(r.Body) != 100 {
+			t.Errorf("Read(19) = %d bytes, %v", len(r.Body), err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

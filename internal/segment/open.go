@@ -162,6 +162,12 @@ func (s *Segment) copyIndex() *index {
 // larger file (a sparse one of gigabytes put in its place, say) gives a
 // *regfile.SizeError and is never read whole.
 func (s *Segment) readIndexFile(suffix string) ([]byte, error) {
+	return regfile.ReadFileMax(s.path(suffix), s.indexFileMax(suffix))
+}
+
+// indexFileMax is the most bytes the segment's index file with the suffix
+// given can hold (see readIndexFile).
+func (s *Segment) indexFileMax(suffix string) int64 {
 	entry := int64(sparseidx.OffsetEntrySize)
 	if suffix == TimeIndexSuffix {
 		entry = sparseidx.TimeEntrySize
@@ -170,7 +176,7 @@ func (s *Segment) readIndexFile(suffix string) ([]byte, error) {
 	if st, err := os.Stat(s.path(LogSuffix)); err == nil {
 		size = max(size, st.Size())
 	}
-	return regfile.ReadFileMax(s.path(suffix), (size/16+1)*entry)
+	return (size/16 + 1) * entry
 }
 
 // OpenSealed opens a sealed segment read-only. next is the base offset of
