@@ -3,10 +3,8 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
-	"path/filepath"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
-	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
@@ -139,7 +137,7 @@ func readHint(dir string, base uint64, rep *Recovery) (segment.Hint, error) {
 // not exist or cannot be read. Something other than a regular file there
 // is noted in rep and returned as an error (ErrNotRegular).
 func readCheckpoint(dir, name string, rep *Recovery) ([]byte, error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, name))
+	b, err := checkpoint.Read(dir, name)
 	if errors.Is(err, ErrNotRegular) {
 		if rep != nil {
 			rep.Notes = append(rep.Notes, name+" ignored: "+err.Error())

@@ -197,6 +197,11 @@ func (c *Cursor) open(dir string) error {
 	if err != nil {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
+	// Rewritten in place: never through a hard link either.
+	if err := regfile.SoleName(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
+	}
 	c.f = f
 	if err := flockNB(f); errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("%w: cursor %q of %s is open elsewhere", ErrLocked, c.name, dir)
@@ -718,6 +723,9 @@ func readCursorFile(d *os.File, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := regfile.SoleName(f); err != nil {
+		return nil, err // no cursor could open it
+	}
 	b := make([]byte, cursorIDEnd)
 	n, err := f.ReadAt(b, 0)
 	if err != nil && !errors.Is(err, io.EOF) {

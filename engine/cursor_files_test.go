@@ -210,3 +210,41 @@ func TestCursorNeverOverwritesANewerSlotBesideAnOlderOne(t *testing.T) {
 		t.Fatalf("Cursors: %+v, %v", infos, err)
 	}
 }
+
+// A cursor's file is rewritten in place: a hard link in its place (to a
+// file outside the log, which O_NOFOLLOW does not stop) is refused, never
+// written through, and listed as damaged.
+func TestCursorRefusesAHardLinkInPlaceOfItsFile(t *testing.T) {
+	dir := closedLog(t)
+	outside := filepath.Join(dir, "..", "outside-"+filepath.Base(dir))
+	keep := bytes.Repeat([]byte("keep this, it is not a cursor. "), 8)
+	if err := os.WriteFile(outside, keep, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(outside) })
+	if err := os.Mkdir(filepath.Join(dir, cursorDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, cursorDir, "c")
+	if err := os.Link(outside, link); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	if c, err := OpenCursor(dir, "c", CursorOptions{}); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), link) {
+		if err == nil {
+			c.Close()
+		}
+		t.Errorf("OpenCursor through a hard link: %v, want ErrNotRegular naming %s", err, link)
+	}
+	if b, err := os.ReadFile(outside); err != nil || !bytes.Equal(b, keep) {
+		t.Fatalf("the file outside reads %q, %v: written through the hard link", b, err)
+	}
+	infos, err := Cursors(dir)
+	if err != nil || len(infos) != 1 || infos[0].Name != "c" || !strings.Contains(infos[0].Damaged, "link") {
+		t.Fatalf("Cursors: %+v, %v; want c listed as damaged", infos, err)
+	}
+	// Once the link is gone, the cursor is made again.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	mustCursor(t, dir, "c", CursorOptions{}).Close()
+}

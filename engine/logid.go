@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
-	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // log.id: the log's identity, 16 random bytes drawn when the log is made,
@@ -46,7 +44,7 @@ func decodeLogID(b []byte) (logID, error) {
 // gives a *checkpoint.BadFileError, one that a newer version wrote an
 // error matching ErrNewerFile, anything but a regular file ErrNotRegular.
 func readLogID(dir string) (id logID, ok bool, err error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, logIDName))
+	b, err := checkpoint.Read(dir, logIDName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return logID{}, false, nil
 	}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
-	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // log.meta: the settings that shape the files, stored with the log.
@@ -78,9 +76,12 @@ func decodeMeta(b []byte) (meta, error) {
 // newer version wrote one matching ErrNewerFile, which no open goes past:
 // its settings are another format's.
 func readMeta(dir string) (m meta, ok bool, err error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, metaName))
+	b, err := checkpoint.Read(dir, metaName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta{}, false, nil
+	}
+	if errors.Is(err, checkpoint.ErrBadFile) {
+		return meta{}, true, err
 	}
 	if err != nil {
 		return meta{}, false, fmt.Errorf("pagelog: read %s: %w", metaName, err)

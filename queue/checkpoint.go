@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
-	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // queue.head, the head checkpoint, replaced atomically (temporary file,
@@ -113,7 +111,7 @@ func decodeHead(b []byte) (headState, error) {
 // none, engine.ErrNewerFile when a newer version wrote it (never
 // overwritten), engine.ErrNotRegular when something else is in its place.
 func readHead(dir string) (headState, error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, headName))
+	b, err := checkpoint.Read(dir, headName)
 	if err != nil {
 		return headState{}, fmt.Errorf("pagelog: read %s: %w", headName, err)
 	}

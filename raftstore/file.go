@@ -51,10 +51,15 @@ func replaceFile(dir, name string, data []byte, mode fs.FileMode, nosync bool) e
 	return syncDir(dir)
 }
 
+// maxFileSize bounds what readFile reads: raft.stable, raft.bounds and
+// raft.node are a few dozen bytes; a larger file (a sparse one of
+// gigabytes, say) is an error, never read whole.
+const maxFileSize = 64 << 10
+
 // readFile returns the content of dir/name, or nil and false when it does
 // not exist.
 func readFile(dir, name string) ([]byte, bool, error) {
-	b, err := regfile.ReadFile(filepath.Join(dir, name))
+	b, err := regfile.ReadFileMax(filepath.Join(dir, name), maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}

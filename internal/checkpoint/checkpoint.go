@@ -88,6 +88,24 @@ func Check(b []byte, size int, name string, version byte) error {
 	return nil
 }
 
+// MaxSize bounds what Read reads: no checkpoint of any version is larger
+// (each is a few dozen bytes).
+const MaxSize = 64 << 10
+
+// Read reads the checkpoint file dir/name as regfile.ReadFile does
+// (regular files only, never through a link), but never more than
+// MaxSize bytes: a larger file is damaged (a *BadFileError), never read
+// whole, whatever size it claims (a sparse file of gigabytes costs nothing
+// on disk).
+func Read(dir, name string) ([]byte, error) {
+	b, err := regfile.ReadFileMax(filepath.Join(dir, name), MaxSize)
+	var se *regfile.SizeError
+	if errors.As(err, &se) {
+		return nil, &BadFileError{Name: name, Why: fmt.Sprintf("%d bytes, more than the %d any version writes", se.Size, se.Max)}
+	}
+	return b, err
+}
+
 // Replace writes data to dir/name atomically: a temporary file, fsync,
 // rename over the old one, fsync of the directory. Whatever is at the
 // temporary name is removed first, never written through (a symbolic

@@ -27,6 +27,7 @@ package regfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -82,8 +83,32 @@ func Create(path string, flag int, perm fs.FileMode) (*os.File, error) {
 	return Open(path, flag|os.O_CREATE|os.O_EXCL, perm)
 }
 
+// ErrTooLarge is matched by every *SizeError.
+var ErrTooLarge = errors.New("pagelog: file larger than it can be")
+
+// SizeError reports a file larger than ReadFileMax reads.
+type SizeError struct {
+	Path string
+	Size int64 // its size when opened
+	Max  int64
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, more than the %d it can hold", e.Path, e.Size, e.Max)
+}
+
+func (e *SizeError) Unwrap() error { return ErrTooLarge }
+
 // ReadFile reads the whole regular file at path, as os.ReadFile does.
 func ReadFile(path string) ([]byte, error) {
+	return ReadFileMax(path, -1)
+}
+
+// ReadFileMax reads the regular file at path as ReadFile does, but never
+// more than max bytes (no bound when max is negative): a larger file (one
+// grown huge, or a sparse one put in its place) gives a *SizeError, and
+// never costs more memory than max.
+func ReadFileMax(path string, max int64) ([]byte, error) {
 	f, err := Open(path, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
@@ -93,10 +118,21 @@ func ReadFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if max >= 0 && st.Size() > max {
+		return nil, &SizeError{Path: path, Size: st.Size(), Max: max}
+	}
+	var r io.Reader = f
+	if max >= 0 {
+		// The file may grow after the Stat: read one byte past max to see it.
+		r = io.LimitReader(f, max+1)
+	}
 	b := make([]byte, 0, st.Size()+1)
 	for {
-		n, err := f.Read(b[len(b):cap(b)])
+		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
+		if max >= 0 && int64(len(b)) > max {
+			return nil, &SizeError{Path: path, Size: int64(len(b)), Max: max}
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return b, nil

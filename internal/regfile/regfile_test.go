@@ -148,3 +148,20 @@ func TestOpenInRefusesALinkedDirectory(t *testing.T) {
 		t.Fatalf("LstatIn = %v, %v", m, err)
 	}
 }
+
+func TestReadFileMaxRefusesALargerFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("abcd"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFileMax(path, 4); err != nil || string(b) != "abcd" {
+		t.Fatalf("ReadFileMax(4) = %q, %v", b, err)
+	}
+	if err := os.Truncate(path, 1<<40); err != nil {
+		t.Skip("no sparse files here:", err)
+	}
+	var se *SizeError
+	if b, err := ReadFileMax(path, 4); !errors.As(err, &se) || !errors.Is(err, ErrTooLarge) || se.Size != 1<<40 || b != nil {
+		t.Fatalf("ReadFileMax of a 1 TiB file = %d bytes, %v; want a SizeError", len(b), err)
+	}
+}

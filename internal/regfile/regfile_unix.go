@@ -4,6 +4,7 @@ package regfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 
@@ -118,4 +119,20 @@ func modeOf(m uint32) fs.FileMode {
 	default:
 		return fs.ModeDevice
 	}
+}
+
+// SoleName returns a *TypeError (matching ErrNotRegular) when the opened
+// file f has more than one name: a hard link, which O_NOFOLLOW does not
+// stop, to a file elsewhere (outside the log's directory, say). A file
+// rewritten in place (a cursor's) is checked so: writing it would change
+// the file under its other names too.
+func SoleName(f *os.File) error {
+	var st unix.Stat_t
+	if err := fstat(int(f.Fd()), &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	if n := uint64(st.Nlink); n > 1 {
+		return &TypeError{Path: f.Name(), Is: fmt.Sprintf("a file with %d names (hard links)", n), Want: "a file of its own"}
+	}
+	return nil
 }

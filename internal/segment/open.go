@@ -146,13 +146,37 @@ func (s *Segment) viewEnd(src *fileSource, x *index, size int64, next uint64, h 
 // empty.
 func (s *Segment) copyIndex() *index {
 	x := &index{}
-	if b, err := regfile.ReadFile(s.path(IndexSuffix)); err == nil {
+	if b, err := s.readIndexFile(IndexSuffix); err == nil {
 		x.off = sparseidx.Offsets{Buf: b}
 	}
-	if b, err := regfile.ReadFile(s.path(TimeIndexSuffix)); err == nil {
+	if b, err := s.readIndexFile(TimeIndexSuffix); err == nil {
 		x.tim = sparseidx.Times{Buf: b}
 	}
 	return x
+}
+
+// readIndexFile reads the segment's index file with the suffix given,
+// never more bytes than any index of the segment can hold: one entry for
+// each 16 bytes (the smallest record) of its .log file or of a segment
+// under the settings, whichever is larger, whatever spacing wrote it. A
+// larger file (a sparse one of gigabytes put in its place, say) gives a
+// *regfile.SizeError and is never read whole.
+func (s *Segment) readIndexFile(suffix string) ([]byte, error) {
+	return regfile.ReadFileMax(s.path(suffix), s.indexFileMax(suffix))
+}
+
+// indexFileMax is the most bytes the segment's index file with the suffix
+// given can hold (see readIndexFile).
+func (s *Segment) indexFileMax(suffix string) int64 {
+	entry := int64(sparseidx.OffsetEntrySize)
+	if suffix == TimeIndexSuffix {
+		entry = sparseidx.TimeEntrySize
+	}
+	size := s.cfg.capacity()
+	if st, err := os.Stat(s.path(LogSuffix)); err == nil {
+		size = max(size, st.Size())
+	}
+	return (size/16 + 1) * entry
 }
 
 // OpenSealed opens a sealed segment read-only. next is the base offset of

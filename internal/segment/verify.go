@@ -80,8 +80,8 @@ func (s *Segment) VerifyIndex() []string {
 	if !s.present() {
 		return problems // dropped, or cut and replaced by Truncate, since the open
 	}
-	offs, offErr := regfile.ReadFile(s.path(IndexSuffix))
-	tims, timErr := regfile.ReadFile(s.path(TimeIndexSuffix))
+	offs, offErr := s.readIndexFile(IndexSuffix)
+	tims, timErr := s.readIndexFile(TimeIndexSuffix)
 	if !s.present() || (offErr != nil || timErr != nil) && s.gone() {
 		// Dropped or replaced while the files were read (a writer removes
 		// the index files first, then the .log): it left the log.
@@ -178,7 +178,7 @@ func (s *Segment) IndexMatchesRule() bool {
 	for _, e := range s.ruleEntries(recs, spans) {
 		want = appendOffset(want, e.rel, e.pos)
 	}
-	got, err := regfile.ReadFile(s.path(IndexSuffix))
+	got, err := s.readIndexFile(IndexSuffix)
 	return err == nil && bytes.Equal(got, want) || errors.Is(err, os.ErrNotExist) && len(want) == 0
 }
 

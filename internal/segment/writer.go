@@ -347,6 +347,14 @@ func (s *Segment) mapIndexFile(suffix string, size int) (*os.File, []byte, error
 		return nil, nil, fmt.Errorf("segment: open index: %w", err)
 	}
 	st, err := f.Stat()
+	if err == nil && st.Size() > s.indexFileMax(suffix) {
+		// Larger than any index of the segment can be (a sparse file of
+		// gigabytes put in its place, say): nothing past the bound is an
+		// entry. Cut there rather than allocate and map it all.
+		if err = f.Truncate(s.indexFileMax(suffix)); err == nil {
+			st, err = f.Stat()
+		}
+	}
 	if err == nil {
 		if st.Size() > int64(size) {
 			size = int(st.Size())
