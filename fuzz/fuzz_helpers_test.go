@@ -107,14 +107,14 @@ func optEqual(a, b []byte) bool {
 }
 
 // canonicalSection reports whether an attributes section (its 2-byte
-// length included) holds only known keys (1-6), in strictly ascending
+// length included) holds only known keys (1-7), in strictly ascending
 // order, at least one of them: exactly the sections the reference encoder
 // writes. It assumes the section parsed.
 func canonicalSection(section []byte) bool {
 	last := 0
 	for p := record.SectionLenSize; p+record.EntryHeaderSize <= len(section); {
 		key := int(section[p])
-		if key < record.KeyDue || key > record.KeyMoved || key <= last {
+		if key < record.KeyDue || key > record.KeyQueue || key <= last {
 			return false
 		}
 		last = key

@@ -28,6 +28,7 @@ var (
 	errOriginSize   = fmt.Errorf("%w: origin attribute is not %d bytes", ErrCorrupt, OriginSize)
 	errRecvSize     = fmt.Errorf("%w: receives attribute is not %d bytes", ErrCorrupt, ReceivesSize)
 	errMovedSize    = fmt.Errorf("%w: moved attribute is not %d bytes", ErrCorrupt, MovedSize)
+	errQueueSize    = fmt.Errorf("%w: queue attribute is not %d bytes", ErrCorrupt, QueueSize)
 	errGroupBad     = fmt.Errorf("%w: group attribute is not 1-%d bytes", ErrCorrupt, MaxIDBytes)
 	errDedupBad     = fmt.Errorf("%w: dedup attribute is not 1-%d bytes", ErrCorrupt, MaxIDBytes)
 )
@@ -47,13 +48,19 @@ type Attrs struct {
 	HasReceives bool
 	Moved       uint64 // key 6
 	HasMoved    bool
+	// Queue and QueueOffset (key 7) name the queue of a Store that a
+	// record of the store's shared logs belongs to, and the record's
+	// offset among that queue's records.
+	Queue       uint32
+	QueueOffset uint64
+	HasQueue    bool
 }
 
 // Empty reports whether a is nil or sets no attribute. An empty Attrs is
 // encoded as no section at all (AttrFlag clear).
 func (a *Attrs) Empty() bool {
 	return a == nil || !a.HasDue && a.Group == nil && a.Dedup == nil &&
-		!a.HasOrigin && !a.HasReceives && !a.HasMoved
+		!a.HasOrigin && !a.HasReceives && !a.HasMoved && !a.HasQueue
 }
 
 // Validate reports whether a can be written: Group and Dedup, when
@@ -96,6 +103,9 @@ func (a *Attrs) SectionSize() int {
 	}
 	if a.HasMoved {
 		n += EntryHeaderSize + MovedSize
+	}
+	if a.HasQueue {
+		n += EntryHeaderSize + QueueSize
 	}
 	return n
 }
@@ -149,6 +159,12 @@ func putSection(b []byte, a *Attrs) {
 	if a.HasMoved {
 		p = putFixed(b, p, KeyMoved, MovedSize)
 		binary.BigEndian.PutUint64(b[p:], a.Moved)
+		p += MovedSize
+	}
+	if a.HasQueue {
+		p = putFixed(b, p, KeyQueue, QueueSize)
+		binary.BigEndian.PutUint32(b[p:], a.Queue)
+		binary.BigEndian.PutUint64(b[p+4:], a.QueueOffset)
 	}
 }
 
@@ -160,7 +176,7 @@ func putFixed(b []byte, p int, key byte, size int) int {
 }
 
 // ParseSection parses an attributes section: exactly the 2-byte length L
-// plus L bytes of entries. Unknown keys (7-255) are skipped. Key 0, a
+// plus L bytes of entries. Unknown keys (8-255) are skipped. Key 0, a
 // repeated key, an entry overrunning L, entries not filling L exactly, a
 // fixed-size key with the wrong value size, or a group or dedup of 0 or more
 // than MaxIDBytes bytes give an error wrapping ErrCorrupt. Group and Dedup
@@ -235,6 +251,11 @@ func (a *Attrs) set(key byte, v []byte) error {
 			return errMovedSize
 		}
 		a.Moved, a.HasMoved = binary.BigEndian.Uint64(v), true
+	case KeyQueue:
+		if len(v) != QueueSize {
+			return errQueueSize
+		}
+		a.Queue, a.QueueOffset, a.HasQueue = binary.BigEndian.Uint32(v), binary.BigEndian.Uint64(v[4:]), true
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ func attrsEqual(x, y Attrs) bool {
 		bytes.Equal(x.Dedup, y.Dedup) && (x.Dedup == nil) == (y.Dedup == nil) &&
 		x.Origin == y.Origin && x.HasOrigin == y.HasOrigin &&
 		x.Receives == y.Receives && x.HasReceives == y.HasReceives &&
-		x.Moved == y.Moved && x.HasMoved == y.HasMoved
+		x.Moved == y.Moved && x.HasMoved == y.HasMoved &&
+		x.Queue == y.Queue && x.QueueOffset == y.QueueOffset && x.HasQueue == y.HasQueue
 }
 
 // section builds a section from raw entries, with L = the entries' size.
@@ -41,6 +42,7 @@ func TestSectionLayout(t *testing.T) {
 		Origin: 9, HasOrigin: true,
 		Receives: 0x0a0b0c0d, HasReceives: true,
 		Moved: 0xffffffffffffffff, HasMoved: true,
+		Queue: 0x01020304, QueueOffset: 0x1112131415161718, HasQueue: true,
 	}
 	want := section(
 		entry(1, u64(0x0102030405060708)),
@@ -49,6 +51,7 @@ func TestSectionLayout(t *testing.T) {
 		entry(4, u64(9)),
 		entry(5, u32(0x0a0b0c0d)),
 		entry(6, u64(0xffffffffffffffff)),
+		entry(7, append(u32(0x01020304), u64(0x1112131415161718)...)),
 	)
 	got := AppendSection([]byte{0xaa}, a)
 	if got[0] != 0xaa || !bytes.Equal(got[1:], want) {
@@ -85,6 +88,7 @@ func TestEmptyAndSectionSize(t *testing.T) {
 		{"origin", &Attrs{HasOrigin: true}, false, 2 + 10},
 		{"receives", &Attrs{HasReceives: true}, false, 2 + 6},
 		{"moved", &Attrs{HasMoved: true}, false, 2 + 10},
+		{"queue", &Attrs{HasQueue: true}, false, 2 + 14},
 	}
 	for _, c := range cases {
 		if got := c.a.Empty(); got != c.empty {
@@ -132,7 +136,7 @@ func TestParseSectionUnknownKeys(t *testing.T) {
 		entry(9, []byte("future")),
 		entry(2, []byte("g")),
 		entry(255, nil),
-		entry(7, make([]byte, 255)),
+		entry(8, make([]byte, 255)),
 		entry(1, u64(77)),
 	)
 	a, err := ParseSection(sec)

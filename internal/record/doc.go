@@ -77,6 +77,7 @@ const (
 	KeyOrigin   = 4 // uint64
 	KeyReceives = 5 // uint32
 	KeyMoved    = 6 // uint64
+	KeyQueue    = 7 // uint32 queue id, uint64 offset in the queue
 
 	// SectionLenSize is the size of the section length L.
 	SectionLenSize = 2
@@ -90,6 +91,7 @@ const (
 	OriginSize   = 8
 	ReceivesSize = 4
 	MovedSize    = 8
+	QueueSize    = 12
 
 	// MaxSectionSize is the largest attributes section a writer produces:
 	// every known key present, group and dedup at MaxIDBytes.
@@ -99,5 +101,6 @@ const (
 		EntryHeaderSize + MaxIDBytes +
 		EntryHeaderSize + OriginSize +
 		EntryHeaderSize + ReceivesSize +
-		EntryHeaderSize + MovedSize
+		EntryHeaderSize + MovedSize +
+		EntryHeaderSize + QueueSize
 )

@@ -306,7 +306,7 @@ func TestAppendPanicsOnInvalid(t *testing.T) {
 }
 
 func TestMaxLength(t *testing.T) {
-	if MaxSectionSize != 2+(2+8)+(2+128)+(2+128)+(2+8)+(2+4)+(2+8) {
+	if MaxSectionSize != 2+(2+8)+(2+128)+(2+128)+(2+8)+(2+4)+(2+8)+(2+12) {
 		t.Fatalf("MaxSectionSize = %d", MaxSectionSize)
 	}
 	cases := []struct {
@@ -328,7 +328,7 @@ func TestMaxLength(t *testing.T) {
 	// under MaxLength(100); one more body byte does not.
 	big := &Attrs{
 		HasDue: true, Group: make([]byte, MaxIDBytes), Dedup: make([]byte, MaxIDBytes),
-		HasOrigin: true, HasReceives: true, HasMoved: true,
+		HasOrigin: true, HasReceives: true, HasMoved: true, HasQueue: true,
 	}
 	if big.SectionSize() != MaxSectionSize {
 		t.Fatalf("largest SectionSize = %d, want %d", big.SectionSize(), MaxSectionSize)
