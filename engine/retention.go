@@ -237,3 +237,30 @@ func (l *Log) Gaps(from uint64) [][2]uint64 {
 	}
 	return out
 }
+
+// SegmentOf tells where offset lies among the log's segments as they
+// stand: i, the index of the segment holding it (0 the oldest; the
+// first segment's for an offset below it, the newest's for one at or
+// past Next), n, how many segments the log has, and end, the offset that
+// begins the segment after it (Next for the newest). A Store uses it to
+// tell which queues hold its oldest segments, without reading them.
+func (l *Log) SegmentOf(offset uint64) (i, n int, end uint64) {
+	segs := *l.segs.Load()
+	n = len(segs)
+	if n == 0 {
+		return 0, 0, l.next.Load()
+	}
+	lo, hi := 1, n // segs[lo-1] is the last known to start at or below offset
+	for lo < hi {
+		if m := int(uint(lo+hi) >> 1); segs[m].Base() <= offset {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	i = lo - 1
+	if i+1 < n {
+		return i, n, segs[i+1].Base()
+	}
+	return i, n, l.next.Load()
+}
