@@ -165,6 +165,15 @@ func (q *Queue) scheduleCheckpoint() {
 	q.ck.mu.Lock()
 	defer q.ck.mu.Unlock()
 	q.ck.shown.Store(&checkpointReport{head: q.ck.h.head, end: q.ck.h.end})
+	if q.st != nil {
+		// A queue of a store has no timer of its own: the store's
+		// checkpoint runs the queues that changed.
+		q.ck.last = q.now()
+		q.mu.Lock()
+		q.settleDrop()
+		q.mu.Unlock()
+		return
+	}
 	if !q.ck.stopped {
 		q.ck.timer = q.clock.AfterFunc(q.opts.CheckpointInterval, q.checkpointTick)
 		q.ck.last = q.now()
@@ -318,7 +327,7 @@ func (q *Queue) checkpoint() error {
 // let the checkpoint remove new records below it. Called with q.mu and
 // q.ck.mu held.
 func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
-	start := func(l *engine.Log, b *deleteBuckets) uint64 {
+	start := func(l recordLog, b *deleteBuckets) uint64 {
 		return max(b.dropPoint(head, l.Next()), l.First())
 	}
 	dels = start(q.dels, &q.buckets)
@@ -337,7 +346,7 @@ func (q *Queue) sideStarts(head uint64) (dels, recvs uint64) {
 // vouch for none of their records, and a log removed whole would go
 // unreported.
 func (q *Queue) sidesDurable() (dels, recvs uint64) {
-	end := func(l *engine.Log) uint64 {
+	end := func(l recordLog) uint64 {
 		switch {
 		case l == nil:
 			return 0
@@ -366,6 +375,16 @@ func (q *Queue) writeHead(h headState) error {
 			}
 		}
 		h.dels.durable, h.recvs.durable = q.sidesDurable()
+	}
+	if q.st != nil {
+		// The store syncs its heads log before it removes anything
+		// below h (Store.checkpoint); what the queue drops here is only
+		// its map of its records.
+		if err := q.st.s.writeHead(q.st.sq, h); err != nil {
+			return err
+		}
+		q.ck.h, q.ck.written = h, true
+		return q.dropBelow(h)
 	}
 	err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
 	if errors.Is(err, syscall.ENOSPC) && q.releaseSpares() > 0 {

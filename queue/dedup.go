@@ -166,7 +166,7 @@ func (d *dedupWindow) size(now int64) int {
 // while it is under way), ok false when id is not remembered. A hash that
 // matches counts only when the record at its offset carries id (read
 // from the log, the rare case of a send repeated). Called with d.mu held.
-func (d *dedupWindow) find(l *engine.Log, id string, h uint64) (uint64, bool) {
+func (d *dedupWindow) find(l recordLog, id string, h uint64) (uint64, bool) {
 	if off, ok := d.few[id]; ok {
 		return off, true
 	}
@@ -181,7 +181,7 @@ func (d *dedupWindow) find(l *engine.Log, id string, h uint64) (uint64, bool) {
 // id. A record that cannot be read is taken to carry it: the hash matched,
 // and a read error is no proof of another id (the window kept such
 // records before hashes, and a send repeated is the likely case).
-func recordHasDedup(l *engine.Log, off uint64, id string) bool {
+func recordHasDedup(l recordLog, off uint64, id string) bool {
 	r, err := l.Read(off)
 	if err != nil {
 		return true

@@ -601,7 +601,7 @@ func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
 		mu.Lock()
 		synced := len(events)
 		mu.Unlock()
-		for _, l := range []*engine.Log{q.log, q.dels, q.recvs, q.DeadLetter().log, q.DeadLetter().dels} {
+		for _, l := range []recordLog{q.log, q.dels, q.recvs, q.DeadLetter().log, q.DeadLetter().dels} {
 			if l == nil {
 				continue
 			}

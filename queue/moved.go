@@ -3,10 +3,7 @@ package queue
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/pagelog/pagelog/engine"
@@ -61,7 +58,7 @@ func (q *Queue) noteSends(n int) {
 		return
 	}
 	q.mv.sends.Store(0)
-	if q.log.Stats().Segments <= q.opts.MaxHeldSegments+1 || !q.mv.kicked.CompareAndSwap(false, true) {
+	if q.log.segments() <= q.opts.MaxHeldSegments+1 || !q.mv.kicked.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -83,7 +80,7 @@ func (q *Queue) noteSends(n int) {
 // look refused at the same oldest segment and head. Called with q.ck.mu
 // held.
 func (q *Queue) moveHeld(kicked bool) (int, error) {
-	if q.log.Stats().Segments <= q.opts.MaxHeldSegments+1 {
+	if q.log.segments() <= q.opts.MaxHeldSegments+1 {
 		return 0, nil
 	}
 	// A look between checkpoints that was refused for the same oldest
@@ -96,7 +93,7 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 	if again {
 		return 0, nil
 	}
-	b0, b1, ok := q.oldestSegment()
+	b0, b1, ok := q.log.oldestSegment()
 	if !ok {
 		return 0, nil
 	}
@@ -128,36 +125,6 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 	// copy: a segment dense with copies goes over several moves (the head
 	// follows each).
 	return q.moveOut(live[:min(len(live), MaxMovedPerSegment)])
-}
-
-// oldestSegment returns the base offsets of the message log's two oldest
-// segments, read from the directory (the engine does not list its
-// segments).
-func (q *Queue) oldestSegment() (b0, b1 uint64, ok bool) {
-	ents, err := os.ReadDir(q.dir)
-	if err != nil {
-		return 0, 0, false
-	}
-	first := q.log.First()
-	var bases []uint64
-	for _, e := range ents {
-		name, found := strings.CutSuffix(e.Name(), ".log")
-		if !found || len(name) != 20 {
-			continue
-		}
-		b, err := strconv.ParseUint(name, 10, 64)
-		if err != nil || b < first {
-			continue
-		}
-		bases = append(bases, b)
-		if len(bases) == 2 {
-			break // names sort as numbers
-		}
-	}
-	if len(bases) < 2 || bases[0] != first {
-		return 0, 0, false
-	}
-	return bases[0], bases[1], true
 }
 
 // liveIn returns the entries of the live messages whose records lie in

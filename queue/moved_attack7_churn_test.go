@@ -61,7 +61,7 @@ func TestMovedAttack7IdleCopiesChurn(t *testing.T) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	st := q.Stats()
-	b0, b1, _ := q.oldestSegment()
+	b0, b1, _ := q.log.oldestSegment()
 	t.Logf("idle: Moved %d -> %d, segments %d -> %d, oldest [%d, %d), head %d, next %d", before, st.Moved, segs, st.Log.Segments, b0, b1, st.Head, st.End)
 	if st.Moved != before {
 		t.Fatalf("an idle queue with %d held messages (%d segments of copies, MaxHeldSegments 1) moved %d copies more in 100 checkpoint intervals (%d before; %d syncs); the log is at %d segments",

@@ -378,7 +378,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 	filler := strings.Repeat("f", 512)
 	a.streamPast(filler, nHeld)
 	a.settle()
-	b0, b1, _ := a.q.oldestSegment()
+	b0, b1, _ := a.q.log.oldestSegment()
 	if firstCopies < b0 || firstCopies >= b1 {
 		t.Logf("the first copies from %d start outside the oldest segment [%d, %d)", firstCopies, b0, b1)
 	}
@@ -536,7 +536,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 	}
 	for i := 0; ; i++ {
 		if i > 2000 {
-			b0, b1, _ := a.q.oldestSegment()
+			b0, b1, _ := a.q.log.oldestSegment()
 			t.Fatalf("second series: the log stays at %d segments, oldest [%d, %d), after %d moves: %+v",
 				a.q.log.Stats().Segments, b0, b1, moves, a.q.Stats())
 		}
@@ -795,7 +795,7 @@ func TestMovedAttack7RealBacklogNotMoved(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 			}
 			waitKicked(t, a.q)
-			b0, b1, _ := a.q.oldestSegment()
+			b0, b1, _ := a.q.log.oldestSegment()
 			st := a.q.Stats()
 			if st.Moved != uint64(nHeld) || b0 > base || b1 <= backlog[nBacklog-1] {
 				t.Fatalf("the backlog's segment was moved: Moved %d (want %d), oldest segment [%d, %d), backlog [%d, %d]",

@@ -90,7 +90,7 @@ func TestMovedCopiesGatheredStillMove(t *testing.T) {
 		q.mu.Lock()
 		head := q.t.Head()
 		q.mu.Unlock()
-		b0, b1, _ := q.oldestSegment()
+		b0, b1, _ := q.log.oldestSegment()
 		st := q.Stats()
 		t.Fatalf("the held messages' copies hold the head at %d in segment [%d, %d) (%d records, %d live): %d segments stay; Moved %d, MoveError %v",
 			head, b0, b1, b1-b0, len(held), segs, st.Moved, st.MoveError)
@@ -170,7 +170,7 @@ func TestMovedCopiesOverCapMoveInSeveralMoves(t *testing.T) {
 	last := q.Stats().Moved
 	for i := 0; q.Stats().Moved < 2*nHeld || q.log.Stats().Segments > 3; i++ {
 		if i > 320 {
-			b0, b1, _ := q.oldestSegment()
+			b0, b1, _ := q.log.oldestSegment()
 			t.Fatalf("the copies' segment [%d, %d) stays: %d segments, %+v", b0, b1, q.log.Stats().Segments, q.Stats())
 		}
 		clock.Advance(interval / 8)

@@ -147,7 +147,7 @@ func powerCopy(t *testing.T, rng *rand.Rand, q *Queue, disk string) powerStats {
 		}
 	}
 	type logCopy struct {
-		l        *engine.Log
+		l        recordLog
 		from, to string
 		dirSync  bool // the log syncs its directory at each roll (SyncAlways)
 	}

@@ -91,12 +91,13 @@ type Queue struct {
 	opts    Options
 	clock   Clock
 	vis     time.Duration
-	log     *engine.Log
-	dels    *engine.Log
-	recvs   *engine.Log // the receive-count log; nil when there is none
-	syncEnd bool        // SyncAlways: hand out only durable messages
-	dead    *Queue      // the dead-letter queue; nil when there is none
-	owner   *Queue      // the source, when this is a dead-letter queue
+	log     messageLog
+	dels    recordLog
+	recvs   recordLog // the receive-count log; nil when there is none
+	syncEnd bool      // SyncAlways: hand out only durable messages
+	dead    *Queue    // the dead-letter queue; nil when there is none
+	owner   *Queue    // the source, when this is a dead-letter queue
+	st      *storeRef // the store, for a queue of a Store; nil for one that owns its directory
 	dedup   *dedupWindow
 
 	closed atomic.Bool
@@ -229,42 +230,62 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 			return nil, fmt.Errorf("pagelog: open %s: %s is not a directory (the queue's %s log)", dir, filepath.Join(dir, sub), sub)
 		}
 	}
-	q := &Queue{
+	q := newQueue(dir, opts, owner)
+	if err := q.openLogs(); err != nil {
+		q.closeLogs()
+		return nil, err
+	}
+	if err := q.start(); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+func newQueue(dir string, opts Options, owner *Queue) *Queue {
+	return &Queue{
 		dir: dir, opts: opts, clock: opts.Clock, vis: opts.Visibility,
 		syncEnd: opts.Log.Sync == engine.SyncAlways, owner: owner,
 		dedup: newDedupWindow(opts.DedupWindow),
 		epoch: opts.Clock.Now(), nonce: openNonce(),
 	}
-	if err := q.openLogs(); err != nil {
-		q.closeLogs()
-		return nil, err
-	}
+}
+
+// start rebuilds the state of a queue whose logs are open, opens its
+// dead-letter queue and starts its checkpoints. On failure it closes the
+// logs.
+func (q *Queue) start() error {
 	if err := q.restore(); err != nil {
 		q.closeLogs()
-		return nil, err
+		return err
 	}
 	if err := q.rebuildDedup(); err != nil {
 		q.closeLogs()
-		return nil, err
+		return err
 	}
-	if owner == nil {
-		if err := q.openDeadLetters(); err != nil {
+	if q.owner == nil {
+		var err error
+		if q.st != nil {
+			err = q.st.s.openDeadLetters(q)
+		} else {
+			err = q.openDeadLetters()
+		}
+		if err != nil {
 			q.closeLogs()
-			return nil, err
+			return err
 		}
 	}
 	q.mu.Lock()
-	err = q.restoreMoved()
+	err := q.restoreMoved()
 	q.mu.Unlock()
 	if err != nil {
 		if q.dead != nil {
 			_ = q.dead.close()
 		}
 		q.closeLogs()
-		return nil, err
+		return err
 	}
 	q.scheduleCheckpoint()
-	return q, nil
+	return nil
 }
 
 // openLogs opens the message log, the delete log and, when MaxReceives >
@@ -277,33 +298,45 @@ func (q *Queue) openLogs() error {
 		// head leaves behind are reused (see engine.Options).
 		lo.RecycleSegments = recycledSegments
 	}
-	var err error
-	if q.log, err = engine.Open(q.dir, lo); err != nil {
+	l, err := engine.Open(q.dir, lo)
+	if err != nil {
 		return err
 	}
-	if q.dels, err = engine.Open(filepath.Join(q.dir, deletesDir), deleteLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
+	q.log = dirLog{l, q.dir}
+	if l, err = engine.Open(filepath.Join(q.dir, deletesDir), deleteLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
 		return err
 	}
+	q.dels = l
 	rdir := filepath.Join(q.dir, receivesDir)
 	if _, serr := os.Stat(rdir); q.opts.MaxReceives > 0 || serr == nil {
-		if q.recvs, err = engine.Open(rdir, receiveLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
+		if l, err = engine.Open(rdir, receiveLogOptions(q.opts.Log, q.log.SegmentBytes())); err != nil {
 			return err
 		}
+		q.recvs = l
 	}
 	return nil
 }
 
 // closeLogs closes the logs that are open (after a failed Open).
 func (q *Queue) closeLogs() {
-	for _, l := range []*engine.Log{q.recvs, q.dels, q.log} {
+	for _, l := range []recordLog{q.recvs, q.dels, q.log} {
 		if l != nil {
 			_ = l.Close()
 		}
 	}
 }
 
-// Dir returns the queue's directory.
+// Dir returns the queue's directory (its store's, for a queue of a Store).
 func (q *Queue) Dir() string { return q.dir }
+
+// Name returns the queue's name in its Store ("" for a queue that owns
+// its directory).
+func (q *Queue) Name() string {
+	if q.st == nil {
+		return ""
+	}
+	return q.st.sq.name
+}
 
 // Recovery returns the report of what Open found and did.
 func (q *Queue) Recovery() Recovery { return q.recovery }
@@ -441,15 +474,7 @@ func (q *Queue) Stats() Stats {
 		Checkpointed: head, CheckpointError: ckErr, MoveError: q.counts.moveErr,
 		Moved: q.mv.moved,
 	}
-	if c := q.t.Cursor(); next > c {
-		st.Messages = next - c - min(q.skip.count(), next-c)
-		for stor := range es.moved {
-			if stor >= c && st.Messages > 0 {
-				st.Messages-- // counted with its entry
-			}
-		}
-	}
-	st.Messages += uint64(len(es.byOff))
+	st.Messages = q.messagesLocked(next)
 	q.mu.Unlock()
 	st.DedupIDs = q.dedup.size(now)
 	st.Log = q.log.Stats()
@@ -463,6 +488,30 @@ func (q *Queue) Stats() Stats {
 		st.DeadLetters = q.dead.Stats().Messages
 	}
 	return st
+}
+
+// messagesLocked counts the messages not deleted, next the log's end.
+// Called with q.mu held.
+func (q *Queue) messagesLocked(next uint64) uint64 {
+	var n uint64
+	if c := q.t.Cursor(); next > c {
+		n = next - c - min(q.skip.count(), next-c)
+		for stor := range q.es.moved {
+			if stor >= c && n > 0 {
+				n-- // counted with its entry
+			}
+		}
+	}
+	return n + uint64(len(q.es.byOff))
+}
+
+// depth returns the messages not deleted and those in flight (for the
+// store's Stats).
+func (q *Queue) depth() (uint64, int) {
+	next := q.log.Next()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.messagesLocked(next), q.es.n[stInFlight]
 }
 
 // Close wakes every blocked receiver (they return ErrClosed), finishes the
@@ -497,6 +546,11 @@ func (q *Queue) close() error {
 		q.runMoves(last)
 	}
 	errs := []error{q.stopCheckpoints()}
+	if q.st != nil && !q.st.s.closing.Load() && q.owner == nil {
+		// Closed alone: its head (and its dead letters') is synced now,
+		// not at the store's next checkpoint.
+		defer func() { _ = q.st.s.heads.Sync() }()
+	}
 	if q.opts.Log.Sync == engine.SyncAlways {
 		errs = append(errs, q.dels.Sync())
 		if q.recvs != nil {

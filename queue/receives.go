@@ -73,7 +73,7 @@ func (r *restoredCounts) peek(off uint64) uint32 {
 // message at or above head, how many good records it read, and what it
 // found damaged. each, when not nil, gets every good record's offset in
 // the log and the message offset it names.
-func replayReceives(l *engine.Log, head uint64, each func(at, msg uint64)) ([]counted, int, sideLoss) {
+func replayReceives(l recordLog, head uint64, each func(at, msg uint64)) ([]counted, int, sideLoss) {
 	counts := map[uint64]uint32{}
 	var n int
 	var loss sideLoss

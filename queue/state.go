@@ -147,7 +147,16 @@ func (q *Queue) restore() error {
 func (q *Queue) startHead() (headState, error) {
 	rec := &q.recovery
 	first := q.log.First()
-	h, err := readHead(q.dir)
+	var h headState
+	var err error
+	if q.st != nil {
+		var ok bool
+		if h, ok = q.st.s.headOf(q.st.sq); !ok {
+			err = fs.ErrNotExist
+		}
+	} else {
+		h, err = readHead(q.dir)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		rec.HeadFrom = "log start (no checkpoint)"
@@ -184,7 +193,7 @@ func (q *Queue) replayDeletes(h headState) *skipSet {
 // above head, how many records it read and what it found damaged. each,
 // when not nil, gets every good record's offset in the delete log and the
 // highest message offset it names.
-func replay(dels *engine.Log, head uint64, each func(at, last uint64)) (*skipSet, int, sideLoss) {
+func replay(dels recordLog, head uint64, each func(at, last uint64)) (*skipSet, int, sideLoss) {
 	skip := &skipSet{}
 	var n int
 	var loss sideLoss

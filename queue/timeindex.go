@@ -2,8 +2,6 @@ package queue
 
 import (
 	"time"
-
-	"github.com/pagelog/pagelog/engine"
 )
 
 // appendTime estimates when the record at off was appended, from the log's
@@ -12,7 +10,7 @@ import (
 // entry at or after off, the younger neighbour, within one index interval
 // of records of the truth. A record after the newest entry gets that
 // entry's time. ok is false when the log has no entry at all.
-func appendTime(l *engine.Log, off uint64) (time.Time, bool) {
+func appendTime(l recordLog, off uint64) (time.Time, bool) {
 	now := time.Now().UnixMilli() + 1
 	at := func(ms int64) uint64 {
 		o, err := l.OffsetForTime(time.UnixMilli(ms))

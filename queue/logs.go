@@ -1,0 +1,90 @@
+package queue
+
+import (
+	"context"
+	"iter"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// recordLog is what a queue reads and writes on each of its logs (the
+// message log, the delete log, the receive-count log). A queue that owns
+// its directory uses *engine.Log for each; a queue of a Store uses a view
+// of the store's shared logs that numbers the queue's own records 0, 1,
+// 2, ... as a log of its own would (see storeView).
+type recordLog interface {
+	Append(body []byte) (uint64, error)
+	AppendWith(body []byte, attrs *engine.Attrs) (uint64, error)
+	AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (first uint64, n int, err error)
+	Read(offset uint64) (engine.Record, error)
+	Records(from uint64) iter.Seq2[engine.Record, error]
+	RecordsWithAttrs(from uint64) iter.Seq2[engine.Record, error]
+	OffsetForTime(t time.Time) (uint64, error)
+	First() uint64
+	Next() uint64
+	Gaps(from uint64) [][2]uint64
+	SkipTo(next uint64) error
+	Sync() error
+	Durable() uint64
+	WaitDurable(ctx context.Context, offset uint64) error
+	DropPoint() (offset uint64, ok bool)
+	DropBefore(offset uint64) (int, error)
+	ReleaseSpares() int
+	MaxRecordBytes() int
+	SegmentBytes() int64
+	Recovery() engine.Recovery
+	Stats() engine.LogStats
+	Close() error
+}
+
+// messageLog is the message log: a recordLog that also tells the held
+// segments' moves how its records fall into segments.
+type messageLog interface {
+	recordLog
+	// segments returns how many segments hold the log's records.
+	segments() int
+	// oldestSegment returns the offsets that begin the log's two oldest
+	// segments: the oldest holds [b0, b1).
+	oldestSegment() (b0, b1 uint64, ok bool)
+}
+
+// dirLog is the message log of a queue that owns its directory.
+type dirLog struct {
+	*engine.Log
+	dir string
+}
+
+func (l dirLog) segments() int { return l.Stats().Segments }
+
+// oldestSegment reads the segment names from the directory (the engine
+// does not list its segments).
+func (l dirLog) oldestSegment() (b0, b1 uint64, ok bool) {
+	ents, err := os.ReadDir(l.dir)
+	if err != nil {
+		return 0, 0, false
+	}
+	first := l.First()
+	var bases []uint64
+	for _, e := range ents {
+		name, found := strings.CutSuffix(e.Name(), ".log")
+		if !found || len(name) != 20 {
+			continue
+		}
+		b, err := strconv.ParseUint(name, 10, 64)
+		if err != nil || b < first {
+			continue
+		}
+		bases = append(bases, b)
+		if len(bases) == 2 {
+			break // names sort as numbers
+		}
+	}
+	if len(bases) < 2 || bases[0] != first {
+		return 0, 0, false
+	}
+	return bases[0], bases[1], true
+}

@@ -1,0 +1,175 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+func openTestStore(t *testing.T, dir string, o StoreOptions) *Store {
+	t.Helper()
+	s, err := OpenStore(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func mustQueue(t *testing.T, s *Store, name string) *Queue {
+	t.Helper()
+	q, err := s.Queue(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// receiveBody receives one message from q within a short wait and
+// returns its body, copied.
+func receiveBody(t *testing.T, q *Queue) (Message, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := q.Receive(ctx)
+	if err != nil {
+		t.Fatalf("Receive of queue %q: %v", q.Name(), err)
+	}
+	return m, string(m.Body)
+}
+
+func TestStoreQueuesKeepTheirOwnMessages(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	a, b := mustQueue(t, s, "a"), mustQueue(t, s, "b")
+	for i := range 10 {
+		if _, err := a.Send(fmt.Appendf(nil, "a%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Send(fmt.Appendf(nil, "b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		m, body := receiveBody(t, a)
+		if want := fmt.Sprintf("a%d", i); body != want || m.Offset != uint64(i) {
+			t.Fatalf("a: message %d = %q at %d, want %q at %d", i, body, m.Offset, want, i)
+		}
+		if i%2 == 0 {
+			if err := a.Delete(m.Offset); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := b.Stats(); st.Messages != 10 {
+		t.Fatalf("b holds %d messages, want 10", st.Messages)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send([]byte("x")); !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Send after the store's Close = %v, want ErrClosed", err)
+	}
+
+	s = openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	if got := s.Names(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("Names = %q", got)
+	}
+	a, b = mustQueue(t, s, "a"), mustQueue(t, s, "b")
+	for i := 1; i < 10; i += 2 {
+		m, body := receiveBody(t, a)
+		if want := fmt.Sprintf("a%d", i); body != want {
+			t.Fatalf("a after reopen: %q, want %q", body, want)
+		}
+		if err := a.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := a.TryReceive(); ok || err != nil {
+		t.Fatalf("a after every delete: TryReceive = %v, %v", ok, err)
+	}
+	for i := range 10 {
+		_, body := receiveBody(t, b)
+		if want := fmt.Sprintf("b%d", i); body != want {
+			t.Fatalf("b after reopen: %q, want %q", body, want)
+		}
+	}
+	st := s.Stats()
+	if st.Queues != 2 || st.Messages != 10 || len(st.Deepest) != 2 || st.Deepest[0].Name != "b" {
+		t.Fatalf("Stats = %+v", st)
+	}
+}
+
+func TestStoreDeleteQueueStartsTheNameAgainEmpty(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	a := mustQueue(t, s, "a")
+	for range 5 {
+		if _, err := a.Send([]byte("old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	b := mustQueue(t, s, "b")
+	go func() { _, err := b.Receive(context.Background()); done <- err }()
+	if err := s.DeleteQueue("b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, engine.ErrClosed) {
+		t.Fatalf("Receive blocked on a deleted queue = %v, want ErrClosed", err)
+	}
+	if err := s.DeleteQueue("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteQueue("a"); !errors.Is(err, ErrNoQueue) {
+		t.Fatalf("second DeleteQueue = %v, want ErrNoQueue", err)
+	}
+	a = mustQueue(t, s, "a")
+	if _, ok, _ := a.TryReceive(); ok {
+		t.Fatal("a queue created again under a deleted name hands out an old message")
+	}
+	if _, err := a.Send([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	if got := s.Names(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Names after reopen = %q", got)
+	}
+	a = mustQueue(t, s, "a")
+	_, body := receiveBody(t, a)
+	if body != "new" {
+		t.Fatalf("reopened a hands out %q, want new", body)
+	}
+	if _, ok, _ := a.TryReceive(); ok {
+		t.Fatal("reopened a hands out a message of the deleted queue")
+	}
+}
+
+func TestStoreRefusesBadQueueNames(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), StoreOptions{})
+	defer s.Close()
+	long := string(make([]byte, MaxQueueNameBytes+1))
+	for _, name := range []string{"", "a/b", "a\x00b", "\xff", long} {
+		if _, err := s.Queue(name); !errors.Is(err, ErrBadQueueName) {
+			t.Errorf("Queue(%q) = %v, want ErrBadQueueName", name, err)
+		}
+	}
+}
+
+func TestOpenStoreTwiceIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	if _, err := OpenStore(dir, StoreOptions{}); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("second OpenStore = %v, want ErrLocked", err)
+	}
+}

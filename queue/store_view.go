@@ -1,0 +1,396 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// sharedLog is one of a Store's shared logs (messages, deletes, receive
+// counts): every queue of the store appends to it, each record tagged
+// with the `queue` attribute (its queue's id and its offset among that
+// queue's records).
+type sharedLog struct {
+	l *engine.Log
+	// wait: the store's policy is SyncAlways, so an append returns once
+	// a sync covers it. The log itself runs SyncNone and each appender
+	// waits outside its view's lock (WaitDurable), so that the appends of
+	// one queue, and of many, share syncs.
+	wait bool
+}
+
+// holeBit marks an entry of storeView.pos that no record fills: the
+// offset was given out, but its record is gone (lost in a power failure,
+// damaged, its segment removed). The other bits keep the position of the
+// record before it, so that pos stays sorted.
+const holeBit = 1 << 63
+
+// storeView is a queue's own log inside one of its store's shared logs:
+// the queue's records numbered 0, 1, 2, ... as they would be in a log of
+// its own, each mapped to its position in the shared log. The map is in
+// memory (8 bytes per record from the view's first offset on), rebuilt at
+// the store's open from the records' `queue` attributes, and trimmed as
+// the queue's head moves (DropBefore). The shared log's segments are
+// removed by the store once no view reaches into them.
+//
+// A read checks the record's `queue` attribute against the view: a
+// record of another queue is never handed out as this queue's.
+type storeView struct {
+	sh    *sharedLog
+	id    uint32
+	dirty *atomic.Bool // set by each append: the queue's head may move
+
+	mu     sync.Mutex
+	first  uint64   // the queue offset of pos[0]
+	pos    []uint64 // shared-log positions of [first, first+len(pos))
+	closed bool
+}
+
+func newStoreView(sh *sharedLog, id uint32, dirty *atomic.Bool) *storeView {
+	return &storeView{sh: sh, id: id, dirty: dirty}
+}
+
+// reopen lets a view closed with its Queue take appends again, for the
+// queue's next open.
+func (v *storeView) reopen() {
+	v.mu.Lock()
+	v.closed = false
+	v.mu.Unlock()
+}
+
+// forget closes the view of a deleted queue and lets its records go.
+func (v *storeView) forget() {
+	v.mu.Lock()
+	v.closed = true
+	v.first += uint64(len(v.pos))
+	v.pos = nil
+	v.mu.Unlock()
+}
+
+// push notes a record found at the store's open: offset off of the queue
+// at position p. Offsets skipped on the way are holes. An offset at or
+// below one already noted is ignored (false).
+func (v *storeView) push(off, p uint64) bool {
+	next := v.first + uint64(len(v.pos))
+	switch {
+	case len(v.pos) == 0 && v.first == 0:
+		v.first = off
+	case off < next:
+		return false
+	}
+	v.fill(off)
+	v.pos = append(v.pos, p)
+	return true
+}
+
+// fill makes the offsets below to holes. Called with v.mu held (or at open).
+func (v *storeView) fill(to uint64) {
+	last := uint64(0)
+	if n := len(v.pos); n > 0 {
+		last = v.pos[n-1] &^ holeBit
+	}
+	for v.first+uint64(len(v.pos)) < to {
+		v.pos = append(v.pos, last|holeBit)
+	}
+}
+
+func (v *storeView) First() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.first
+}
+
+func (v *storeView) Next() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.first + uint64(len(v.pos))
+}
+
+// at returns the shared-log position of off.
+func (v *storeView) at(off uint64) (uint64, error) {
+	v.mu.Lock()
+	first, n := v.first, uint64(len(v.pos))
+	var p uint64
+	if off >= first && off-first < n {
+		p = v.pos[off-first]
+	}
+	v.mu.Unlock()
+	switch {
+	case off < first:
+		return 0, fmt.Errorf("%w: offset %d of queue %d lies below its first, %d", engine.ErrTrimmed, off, v.id, first)
+	case off-first >= n:
+		return 0, fmt.Errorf("%w: offset %d of queue %d: the queue ends at %d", engine.ErrNotFound, off, v.id, first+n)
+	case p&holeBit != 0:
+		return 0, fmt.Errorf("%w: offset %d of queue %d: its record is lost", engine.ErrNotFound, off, v.id)
+	}
+	return p, nil
+}
+
+func (v *storeView) Read(off uint64) (engine.Record, error) {
+	p, err := v.at(off)
+	if err != nil {
+		return engine.Record{Offset: off}, err
+	}
+	r, err := v.sh.l.Read(p)
+	if err != nil {
+		r.Release()
+		return engine.Record{Offset: off}, fmt.Errorf("queue %d offset %d: %w", v.id, off, err)
+	}
+	a, err := r.Attrs()
+	if err != nil || !a.HasQueue || a.Queue != v.id || a.QueueOffset != off {
+		r.Release()
+		return engine.Record{Offset: off}, fmt.Errorf("%w: record %d of the store's log is not offset %d of queue %d", engine.ErrCorrupt, p, off, v.id)
+	}
+	r.Offset = off
+	return r, nil
+}
+
+// Records yields the view's records from from on; a run of lost
+// offsets is yielded once, as an error at its first offset.
+func (v *storeView) Records(from uint64) iter.Seq2[engine.Record, error] {
+	return func(yield func(engine.Record, error) bool) {
+		if first := v.First(); from < first {
+			err := fmt.Errorf("%w: offsets [%d, %d) of queue %d", engine.ErrTrimmed, from, first, v.id)
+			if !yield(engine.Record{Offset: from}, err) {
+				return
+			}
+			from = first
+		}
+		hole := false
+		for off := from; off < v.Next(); off++ {
+			r, err := v.Read(off)
+			if err != nil && r.Body == nil && !isCorruptOnly(err) {
+				if hole {
+					continue
+				}
+				hole = true
+			} else {
+				hole = false
+			}
+			ok := yield(r, err)
+			r.Release()
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+// isCorruptOnly reports whether err is a damaged record rather than a
+// missing one.
+func isCorruptOnly(err error) bool {
+	return errors.Is(err, engine.ErrCorrupt)
+}
+
+func (v *storeView) RecordsWithAttrs(from uint64) iter.Seq2[engine.Record, error] {
+	return v.Records(from)
+}
+
+// OffsetForTime returns the first offset of the view whose record lies
+// at or after the shared log's offset for t.
+func (v *storeView) OffsetForTime(t time.Time) (uint64, error) {
+	p, err := v.sh.l.OffsetForTime(t)
+	if err != nil {
+		return 0, err
+	}
+	return v.offsetAt(p), nil
+}
+
+// offsetAt returns the first offset of the view whose position is at or
+// past p (Next when none is).
+func (v *storeView) offsetAt(p uint64) uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	lo, hi := 0, len(v.pos)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if v.pos[m]&^holeBit < p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return v.first + uint64(lo)
+}
+
+func (v *storeView) Append(body []byte) (uint64, error) { return v.AppendWith(body, nil) }
+
+func (v *storeView) AppendWith(body []byte, attrs *engine.Attrs) (uint64, error) {
+	var a engine.Attrs
+	if attrs != nil {
+		a = *attrs
+	}
+	a.HasQueue, a.Queue = true, v.id
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return 0, fmt.Errorf("queue %d: %w", v.id, engine.ErrClosed)
+	}
+	off := v.first + uint64(len(v.pos))
+	a.QueueOffset = off
+	p, err := v.sh.l.AppendWith(body, &a)
+	if err == nil {
+		v.pos = append(v.pos, p)
+		v.dirty.Store(true)
+	}
+	v.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	if v.sh.wait {
+		if err := v.sh.l.WaitDurable(context.Background(), p); err != nil {
+			return 0, err
+		}
+	}
+	return off, nil
+}
+
+func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
+	as := make([]engine.Attrs, len(bodies))
+	ptrs := make([]*engine.Attrs, len(bodies))
+	for i := range bodies {
+		if i < len(attrs) && attrs[i] != nil {
+			as[i] = *attrs[i]
+		}
+		as[i].HasQueue, as[i].Queue = true, v.id
+		ptrs[i] = &as[i]
+	}
+	v.mu.Lock()
+	if v.closed {
+		v.mu.Unlock()
+		return 0, 0, fmt.Errorf("queue %d: %w", v.id, engine.ErrClosed)
+	}
+	off := v.first + uint64(len(v.pos))
+	for i := range as {
+		as[i].QueueOffset = off + uint64(i)
+	}
+	p, n, err := v.sh.l.AppendBatch(bodies, ptrs)
+	for i := range n {
+		v.pos = append(v.pos, p+uint64(i))
+	}
+	if n > 0 {
+		v.dirty.Store(true)
+	}
+	v.mu.Unlock()
+	if n > 0 && v.sh.wait {
+		if werr := v.sh.l.WaitDurable(context.Background(), p+uint64(n)-1); werr != nil && err == nil {
+			return off, 0, werr
+		}
+	}
+	return off, n, err
+}
+
+// Gaps returns the runs of lost offsets at or above from.
+func (v *storeView) Gaps(from uint64) [][2]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out [][2]uint64
+	for i := uint64(max(from, v.first) - v.first); i < uint64(len(v.pos)); i++ {
+		if v.pos[i]&holeBit == 0 {
+			continue
+		}
+		j := i
+		for j < uint64(len(v.pos)) && v.pos[j]&holeBit != 0 {
+			j++
+		}
+		out = append(out, [2]uint64{v.first + i, v.first + j})
+		i = j
+	}
+	return out
+}
+
+// SkipTo makes next the view's next offset; the offsets skipped are holes.
+func (v *storeView) SkipTo(next uint64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.pos) == 0 && v.first < next {
+		v.first = next
+		return nil
+	}
+	v.fill(next)
+	return nil
+}
+
+func (v *storeView) Sync() error { return v.sh.l.Sync() }
+
+// Durable returns the first offset whose record is not known synced.
+func (v *storeView) Durable() uint64 { return v.offsetAt(v.sh.l.Durable()) }
+
+func (v *storeView) WaitDurable(ctx context.Context, off uint64) error {
+	p, err := v.at(off)
+	if err != nil {
+		return err
+	}
+	return v.sh.l.WaitDurable(ctx, p)
+}
+
+// DropPoint returns the first offset of the view past the shared segment
+// that holds its first record: the head must reach it for that segment
+// to be free of this queue.
+func (v *storeView) DropPoint() (uint64, bool) {
+	b0, b1, ok := v.oldestSegment()
+	_ = b0
+	return b1, ok
+}
+
+// DropBefore forgets the view's records below off. The shared log's
+// segments go when no view of the store reaches into them (Store).
+func (v *storeView) DropBefore(off uint64) (int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if off <= v.first {
+		return 0, nil
+	}
+	k := min(off-v.first, uint64(len(v.pos)))
+	v.pos = v.pos[k:]
+	if len(v.pos) == 0 {
+		v.pos = nil
+	}
+	v.first += k
+	return 0, nil
+}
+
+// low returns the shared position of the view's first record, ok false
+// when it holds none.
+func (v *storeView) low() (uint64, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, p := range v.pos {
+		if p&holeBit == 0 {
+			return p, true
+		}
+	}
+	return 0, false
+}
+
+func (v *storeView) ReleaseSpares() int        { return 0 }
+func (v *storeView) MaxRecordBytes() int       { return v.sh.l.MaxRecordBytes() }
+func (v *storeView) SegmentBytes() int64       { return v.sh.l.SegmentBytes() }
+func (v *storeView) Recovery() engine.Recovery { return v.sh.l.Recovery() }
+func (v *storeView) Stats() engine.LogStats    { return v.sh.l.Stats() }
+func (v *storeView) segments() int             { i, n, _ := v.segmentOfFirst(); return n - i }
+func (v *storeView) Close() error              { v.close(); return nil }
+func (v *storeView) close()                    { v.mu.Lock(); v.closed = true; v.mu.Unlock() }
+func (v *storeView) segmentOfFirst() (int, int, uint64) {
+	p, ok := v.low()
+	if !ok {
+		return 0, 0, 0
+	}
+	return v.sh.l.SegmentOf(p)
+}
+
+// oldestSegment returns the offsets of the view's records that begin
+// the shared segment holding its first record and the one after it.
+func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
+	i, n, end := v.segmentOfFirst()
+	if n-i < 2 {
+		return 0, 0, false
+	}
+	return v.First(), v.offsetAt(end), true
+}
