@@ -247,16 +247,23 @@ func (q *Queue) rebuildDedup() error {
 		return err
 	}
 	// probe[k] is the first offset that may have been appended at or after
-	// times[k]: a record below it is older than times[k].
-	step := max(time.Duration(d.window)/dedupProbes, time.Millisecond)
+	// times[k]: a record below it is older than times[k]. The index is
+	// asked only once a record with an id turns up (most queues have
+	// none).
 	var times []time.Time
 	var probe []uint64
-	for t := from.Add(step); t.Before(real); t = t.Add(step) {
-		p, err := q.log.OffsetForTime(t)
-		if err != nil {
-			return err
+	probed := false
+	probeTimes := func() error {
+		probed = true
+		step := max(time.Duration(d.window)/dedupProbes, time.Millisecond)
+		for t := from.Add(step); t.Before(real); t = t.Add(step) {
+			p, err := q.log.OffsetForTime(t)
+			if err != nil {
+				return err
+			}
+			times, probe = append(times, t), append(probe, p)
 		}
-		times, probe = append(times, t), append(probe, p)
+		return nil
 	}
 	now := q.now()
 	k := 0
@@ -269,6 +276,11 @@ func (q *Queue) rebuildDedup() error {
 			// A moved message's id was forgotten before its move; a
 			// dead letter keeps its id, but no send with it came here.
 			continue
+		}
+		if !probed {
+			if err := probeTimes(); err != nil {
+				return err
+			}
 		}
 		for k < len(probe) && r.Offset >= probe[k] {
 			k++

@@ -619,6 +619,21 @@ func (s *Store) headOf(sq *storeQueue) (headState, bool) {
 	return sq.head, sq.hasHead
 }
 
+// Checkpoint writes the heads of the queues that changed and syncs them,
+// and removes the shared segments no queue needs any more, now rather
+// than at the next CheckpointInterval.
+func (s *Store) Checkpoint() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("pagelog: store %s: %w", s.dir, engine.ErrClosed)
+	}
+	err := s.checkpoint()
+	s.noteCheckpoint(err)
+	return err
+}
+
 // tick runs the store's checkpoint every CheckpointInterval: one timer
 // for the whole store.
 func (s *Store) tick() {
@@ -628,7 +643,7 @@ func (s *Store) tick() {
 	if stopped {
 		return
 	}
-	s.noteCheckpoint(s.checkpoint(false))
+	s.noteCheckpoint(s.checkpoint())
 	s.tickMu.Lock()
 	if !s.stopped {
 		s.timer = s.qopts.Clock.AfterFunc(s.qopts.CheckpointInterval, s.tick)
@@ -649,7 +664,7 @@ func (s *Store) noteCheckpoint(err error) {
 // into any more. A queue that holds the oldest segment of a shared log
 // with more segments than MaxHeldSegments allows is opened, so that its
 // checkpoint moves its few live messages out of it.
-func (s *Store) checkpoint(final bool) error {
+func (s *Store) checkpoint() error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
 	var errs []error
@@ -661,19 +676,19 @@ func (s *Store) checkpoint(final bool) error {
 	s.mu.Lock()
 	var open []*storeQueue
 	for _, sq := range s.byID {
-		if sq.q != nil && (final || sq.keep || sq.dirty.Load() || s.holds(sq)) {
+		if sq.q != nil && (sq.keep || sq.dirty.Load() || s.holds(sq)) {
 			open = append(open, sq)
 		}
 	}
 	s.mu.Unlock()
 	for _, sq := range open {
 		q := sq.q
-		if q.closed.Load() && !final {
-			continue
+		if q.closed.Load() {
+			continue // its Close wrote its last head
 		}
 		sq.dirty.Store(false)
 		q.ck.mu.Lock()
-		if !q.ck.stopped || final {
+		if !q.ck.stopped {
 			errs = append(errs, q.checkpoint())
 		}
 		keep := q.ck.dropPending || q.ck.held != 0
@@ -727,6 +742,16 @@ func (s *Store) holders() []*storeQueue {
 // dropShared removes the segments of the shared logs that lie wholly
 // below every queue's first record in them.
 func (s *Store) dropShared() error {
+	logs := []*sharedLog{s.msgs, s.dels, s.recvs}
+	several := false
+	for _, sh := range logs {
+		if _, n, _ := sh.l.SegmentOf(0); n > 1 {
+			several = true
+		}
+	}
+	if !several {
+		return nil // only active segments: nothing to remove
+	}
 	s.mu.Lock()
 	lows := [3]uint64{s.msgs.l.Next(), s.dels.l.Next(), s.recvs.l.Next()}
 	for _, sq := range s.byID {
@@ -738,7 +763,7 @@ func (s *Store) dropShared() error {
 	}
 	s.mu.Unlock()
 	var errs []error
-	for i, sh := range []*sharedLog{s.msgs, s.dels, s.recvs} {
+	for i, sh := range logs {
 		if _, err := sh.l.DropBefore(lows[i]); err != nil {
 			errs = append(errs, err)
 		}
@@ -912,7 +937,7 @@ func (s *Store) Close() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, s.checkpoint(true))
+	errs = append(errs, s.checkpoint())
 	for _, sh := range []*sharedLog{s.msgs, s.dels, s.recvs} {
 		errs = append(errs, sh.l.Close())
 	}

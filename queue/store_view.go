@@ -47,9 +47,22 @@ type storeView struct {
 	dirty *atomic.Bool // set by each append: the queue's head may move
 
 	mu     sync.Mutex
-	first  uint64   // the queue offset of pos[0]
-	pos    []uint64 // shared-log positions of [first, first+len(pos))
+	first  uint64       // the queue offset of pos[0]
+	pos    []uint64     // shared-log positions of [first, first+len(pos)), inside buf
+	buf    []uint64     // pos's backing array, from its start (see add)
+	attrs  engine.Attrs // an append's attributes, under mu (no allocation per append)
 	closed bool
+
+	// first and its end, for First and Next without the lock; set with
+	// them, under mu (publish).
+	firstA, nextA atomic.Uint64
+}
+
+// publish makes first and the end seen by First and Next. Called with
+// v.mu held after each change.
+func (v *storeView) publish() {
+	v.firstA.Store(v.first)
+	v.nextA.Store(v.first + uint64(len(v.pos)))
 }
 
 func newStoreView(sh *sharedLog, id uint32, dirty *atomic.Bool) *storeView {
@@ -69,7 +82,8 @@ func (v *storeView) forget() {
 	v.mu.Lock()
 	v.closed = true
 	v.first += uint64(len(v.pos))
-	v.pos = nil
+	v.pos, v.buf = nil, nil
+	v.publish()
 	v.mu.Unlock()
 }
 
@@ -81,11 +95,12 @@ func (v *storeView) push(off, p uint64) bool {
 	switch {
 	case len(v.pos) == 0 && v.first == 0:
 		v.first = off
+		v.publish()
 	case off < next:
 		return false
 	}
 	v.fill(off)
-	v.pos = append(v.pos, p)
+	v.add(p)
 	return true
 }
 
@@ -96,21 +111,32 @@ func (v *storeView) fill(to uint64) {
 		last = v.pos[n-1] &^ holeBit
 	}
 	for v.first+uint64(len(v.pos)) < to {
-		v.pos = append(v.pos, last|holeBit)
+		v.add(last | holeBit)
 	}
 }
 
-func (v *storeView) First() uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.first
+// add appends p to pos. The entries DropBefore let go stay at the front
+// of buf until an append finds no room at its end: then the live ones move
+// down when they fill at most half of it, and into a new array twice as
+// big otherwise, so that a queue whose head follows its end appends
+// without allocating. Called with v.mu held (or at open).
+func (v *storeView) add(p uint64) {
+	if n := len(v.pos); n == cap(v.pos) {
+		if n > 0 && n <= cap(v.buf)/2 {
+			v.pos = v.buf[:copy(v.buf[:cap(v.buf)], v.pos)]
+		} else {
+			v.buf = make([]uint64, n, 2*n+4)
+			copy(v.buf, v.pos)
+			v.pos = v.buf
+		}
+	}
+	v.pos = append(v.pos, p)
+	v.nextA.Store(v.first + uint64(len(v.pos)))
 }
 
-func (v *storeView) Next() uint64 {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.first + uint64(len(v.pos))
-}
+func (v *storeView) First() uint64 { return v.firstA.Load() }
+
+func (v *storeView) Next() uint64 { return v.nextA.Load() }
 
 // at returns the shared-log position of off.
 func (v *storeView) at(off uint64) (uint64, error) {
@@ -222,21 +248,22 @@ func (v *storeView) offsetAt(p uint64) uint64 {
 func (v *storeView) Append(body []byte) (uint64, error) { return v.AppendWith(body, nil) }
 
 func (v *storeView) AppendWith(body []byte, attrs *engine.Attrs) (uint64, error) {
-	var a engine.Attrs
-	if attrs != nil {
-		a = *attrs
-	}
-	a.HasQueue, a.Queue = true, v.id
 	v.mu.Lock()
 	if v.closed {
 		v.mu.Unlock()
 		return 0, fmt.Errorf("queue %d: %w", v.id, engine.ErrClosed)
 	}
+	a := &v.attrs
+	*a = engine.Attrs{}
+	if attrs != nil {
+		*a = *attrs
+	}
 	off := v.first + uint64(len(v.pos))
-	a.QueueOffset = off
-	p, err := v.sh.l.AppendWith(body, &a)
+	a.HasQueue, a.Queue, a.QueueOffset = true, v.id, off
+	p, err := v.sh.l.AppendWith(body, a)
+	*a = engine.Attrs{} // keeps no reference to the caller's ids
 	if err == nil {
-		v.pos = append(v.pos, p)
+		v.add(p)
 		v.dirty.Store(true)
 	}
 	v.mu.Unlock()
@@ -272,7 +299,7 @@ func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64,
 	}
 	p, n, err := v.sh.l.AppendBatch(bodies, ptrs)
 	for i := range n {
-		v.pos = append(v.pos, p+uint64(i))
+		v.add(p + uint64(i))
 	}
 	if n > 0 {
 		v.dirty.Store(true)
@@ -311,6 +338,7 @@ func (v *storeView) SkipTo(next uint64) error {
 	defer v.mu.Unlock()
 	if len(v.pos) == 0 && v.first < next {
 		v.first = next
+		v.publish()
 		return nil
 	}
 	v.fill(next)
@@ -350,9 +378,10 @@ func (v *storeView) DropBefore(off uint64) (int, error) {
 	k := min(off-v.first, uint64(len(v.pos)))
 	v.pos = v.pos[k:]
 	if len(v.pos) == 0 {
-		v.pos = nil
+		v.pos = v.buf[:0]
 	}
 	v.first += k
+	v.publish()
 	return 0, nil
 }
 
