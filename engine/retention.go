@@ -239,16 +239,18 @@ func (l *Log) Gaps(from uint64) [][2]uint64 {
 }
 
 // SegmentOf tells where offset lies among the log's segments as they
-// stand: i, the index of the segment holding it (0 the oldest; the
-// first segment's for an offset below it, the newest's for one at or
-// past Next), n, how many segments the log has, and end, the offset that
-// begins the segment after it (Next for the newest). A Store uses it to
-// tell which queues hold its oldest segments, without reading them.
-func (l *Log) SegmentOf(offset uint64) (i, n int, end uint64) {
+// stand: base and end, the offsets that begin the segment holding it and
+// the one after it (Next for the newest); i, the segment's index (0 the
+// oldest; the first segment for an offset below it, the newest for one
+// at or past Next); n, how many segments the log has (0: none, and base
+// and end are Next). A Store uses it to tell which queues hold its oldest
+// segments, without reading them.
+func (l *Log) SegmentOf(offset uint64) (base, end uint64, i, n int) {
 	segs := *l.segs.Load()
 	n = len(segs)
 	if n == 0 {
-		return 0, 0, l.next.Load()
+		next := l.next.Load()
+		return next, next, 0, 0
 	}
 	lo, hi := 1, n // segs[lo-1] is the last known to start at or below offset
 	for lo < hi {
@@ -259,8 +261,9 @@ func (l *Log) SegmentOf(offset uint64) (i, n int, end uint64) {
 		}
 	}
 	i = lo - 1
+	end = l.next.Load()
 	if i+1 < n {
-		return i, n, segs[i+1].Base()
+		end = segs[i+1].Base()
 	}
-	return i, n, l.next.Load()
+	return segs[i].Base(), end, i, n
 }

@@ -708,7 +708,7 @@ func (s *Store) checkpoint() error {
 // held.
 func (s *Store) holds(sq *storeQueue) bool {
 	limit := s.qopts.MaxHeldSegments + 1
-	if _, n, _ := s.msgs.l.SegmentOf(0); n <= limit {
+	if _, _, _, n := s.msgs.l.SegmentOf(0); n <= limit {
 		return false
 	}
 	return sq.msgs.segments() > limit
@@ -723,8 +723,8 @@ func (s *Store) holders() []*storeQueue {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*storeQueue
-	_, nm, _ := s.msgs.l.SegmentOf(0)
-	_, nd, _ := s.dels.l.SegmentOf(0)
+	_, _, _, nm := s.msgs.l.SegmentOf(0)
+	_, _, _, nd := s.dels.l.SegmentOf(0)
 	if nm <= limit && nd <= limit {
 		return nil
 	}
@@ -745,7 +745,7 @@ func (s *Store) dropShared() error {
 	logs := []*sharedLog{s.msgs, s.dels, s.recvs}
 	several := false
 	for _, sh := range logs {
-		if _, n, _ := sh.l.SegmentOf(0); n > 1 {
+		if _, _, _, n := sh.l.SegmentOf(0); n > 1 {
 			several = true
 		}
 	}

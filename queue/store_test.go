@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +174,104 @@ func TestOpenStoreTwiceIsLocked(t *testing.T) {
 	defer s.Close()
 	if _, err := OpenStore(dir, StoreOptions{}); !errors.Is(err, engine.ErrLocked) {
 		t.Fatalf("second OpenStore = %v, want ErrLocked", err)
+	}
+}
+
+// storeSegments counts the segment files of the store's message log.
+func storeSegments(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, storeMessagesDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			n++
+		}
+	}
+	return n
+}
+
+func TestStoreStuckMessageDoesNotHoldTheSharedLog(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{Log: engine.Options{SegmentBytes: 64 << 10}})
+	defer s.Close()
+	stuck, busy := mustQueue(t, s, "stuck"), mustQueue(t, s, "busy")
+	if _, err := stuck.Send([]byte("never deleted")); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := receiveBody(t, stuck)
+	body := make([]byte, 1000)
+	most := 0
+	for i := range 3000 {
+		if _, err := busy.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		m, ok, err := busy.TryReceive()
+		if err != nil || !ok {
+			t.Fatalf("busy: TryReceive %d: %v, %v", i, ok, err)
+		}
+		if err := busy.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 {
+			if err := s.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			most = max(most, storeSegments(t, dir))
+		}
+	}
+	// 3 MB went through 64 KiB segments: about 46 of them.
+	if limit := DefaultMaxHeldSegments + 4; most > limit {
+		t.Fatalf("the shared message log held %d segments, want at most %d", most, limit)
+	}
+	if err := stuck.Delete(held.Offset); err != nil {
+		t.Fatalf("Delete of the moved message by the offset it was handed out at: %v", err)
+	}
+	if st := stuck.Stats(); st.Messages != 0 || st.Moved == 0 {
+		t.Fatalf("stuck queue after its delete: %d messages, %d moved", st.Messages, st.Moved)
+	}
+}
+
+func TestStoreQueueNotOpenedSinceReopenDoesNotHoldTheSharedLog(t *testing.T) {
+	dir := t.TempDir()
+	o := StoreOptions{Log: engine.Options{SegmentBytes: 64 << 10}}
+	s := openTestStore(t, dir, o)
+	if _, err := mustQueue(t, s, "idle").Send([]byte("waits")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, o)
+	defer s.Close()
+	busy := mustQueue(t, s, "busy")
+	body := make([]byte, 1000)
+	most := 0
+	for i := range 3000 {
+		if _, err := busy.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		m, ok, err := busy.TryReceive()
+		if err != nil || !ok {
+			t.Fatalf("busy: TryReceive %d: %v, %v", i, ok, err)
+		}
+		if err := busy.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 99 {
+			if err := s.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			most = max(most, storeSegments(t, dir))
+		}
+	}
+	if limit := DefaultMaxHeldSegments + 4; most > limit {
+		t.Fatalf("the shared message log held %d segments, want at most %d", most, limit)
+	}
+	_, body2 := receiveBody(t, mustQueue(t, s, "idle"))
+	if body2 != "waits" {
+		t.Fatalf("idle queue hands out %q", body2)
 	}
 }

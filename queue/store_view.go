@@ -403,21 +403,32 @@ func (v *storeView) MaxRecordBytes() int       { return v.sh.l.MaxRecordBytes() 
 func (v *storeView) SegmentBytes() int64       { return v.sh.l.SegmentBytes() }
 func (v *storeView) Recovery() engine.Recovery { return v.sh.l.Recovery() }
 func (v *storeView) Stats() engine.LogStats    { return v.sh.l.Stats() }
-func (v *storeView) segments() int             { i, n, _ := v.segmentOfFirst(); return n - i }
+func (v *storeView) segments() int             { _, _, i, n := v.segmentOfFirst(); return n - i }
 func (v *storeView) Close() error              { v.close(); return nil }
 func (v *storeView) close()                    { v.mu.Lock(); v.closed = true; v.mu.Unlock() }
-func (v *storeView) segmentOfFirst() (int, int, uint64) {
+func (v *storeView) segmentOfFirst() (base, end uint64, i, n int) {
 	p, ok := v.low()
 	if !ok {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	return v.sh.l.SegmentOf(p)
+}
+
+// segmentRecords returns how many records of every queue the shared
+// segment that holds the view's record b0 holds.
+func (v *storeView) segmentRecords(b0, b1 uint64) uint64 {
+	p, err := v.at(b0)
+	if err != nil {
+		return b1 - b0
+	}
+	base, end, _, _ := v.sh.l.SegmentOf(p)
+	return end - base
 }
 
 // oldestSegment returns the offsets of the view's records that begin
 // the shared segment holding its first record and the one after it.
 func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
-	i, n, end := v.segmentOfFirst()
+	_, end, i, n := v.segmentOfFirst()
 	if n-i < 2 {
 		return 0, 0, false
 	}
