@@ -1,0 +1,79 @@
+package queue
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// A view whose map points at another queue's record reads damage, never
+// the other queue's body.
+func TestStoreViewNeverReadsAnotherQueuesRecord(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), StoreOptions{})
+	defer s.Close()
+	a, b := mustQueue(t, s, "a"), mustQueue(t, s, "b")
+	if _, err := a.Send([]byte("mine")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Send([]byte("secret of b")); err != nil {
+		t.Fatal(err)
+	}
+	va, vb := a.st.sq.msgs, b.st.sq.msgs
+	pb, err := vb.at(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va.mu.Lock()
+	va.pos[0] = pb
+	va.mu.Unlock()
+	r, err := va.Read(0)
+	if !errors.Is(err, engine.ErrCorrupt) || r.Body != nil {
+		t.Fatalf("Read of a's offset 0 mapped to b's record = %q, %v; want no body and ErrCorrupt", r.Body, err)
+	}
+	// The queue hands the damaged message out without a body, with the
+	// error, so that it can be deleted.
+	m, ok, err := a.TryReceive()
+	if !ok || m.Body != nil || !errors.Is(err, engine.ErrCorrupt) {
+		t.Fatalf("TryReceive of a = %q, %v, %v; want the damaged message, no body, ErrCorrupt", m.Body, ok, err)
+	}
+}
+
+// Offsets a view skipped are holes: Gaps reports them, Read finds no
+// record, Records reports a run of them once.
+func TestStoreViewHolesAreGaps(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), StoreOptions{})
+	defer s.Close()
+	q := mustQueue(t, s, "q")
+	v := q.st.sq.msgs
+	if _, err := q.Send([]byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.SkipTo(5); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Append([]byte("5")); err != nil {
+		t.Fatal(err)
+	}
+	if g := v.Gaps(0); len(g) != 1 || g[0] != [2]uint64{1, 5} {
+		t.Fatalf("Gaps = %v, want [[1 5]]", g)
+	}
+	if _, err := v.Read(3); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Read of a hole = %v, want ErrNotFound", err)
+	}
+	var offs []uint64
+	var errs int
+	for r, err := range v.Records(0) {
+		if err != nil {
+			errs++
+			continue
+		}
+		offs = append(offs, r.Offset)
+	}
+	if len(offs) != 2 || offs[0] != 0 || offs[1] != 5 || errs != 1 {
+		t.Fatalf("Records: offsets %v and %d errors, want [0 5] and 1", offs, errs)
+	}
+	if v.Durable() > v.Next() || v.offsetAt(0) != 0 {
+		t.Fatalf("Durable %d, offsetAt(0) %d", v.Durable(), v.offsetAt(0))
+	}
+}
