@@ -377,6 +377,7 @@ func (s *Store) load() error {
 			continue
 		}
 		id := binary.BigEndian.Uint32(r.Body)
+		maxID = max(maxID, id) // a head whose create was lost still claims its id
 		h, err := decodeHead(r.Body[4:])
 		if err != nil {
 			damaged("heads log", fmt.Errorf("record %d: %w", r.Offset, err))
@@ -729,10 +730,14 @@ func (s *Store) holders() []*storeQueue {
 		return nil
 	}
 	for _, sq := range s.byID {
-		if sq.q != nil || sq.name != trimDead(sq.name) {
-			continue // open, or a dead-letter queue: opened by its source
+		if sq.q != nil {
+			continue
 		}
 		if nm > limit && sq.msgs.segments() >= nm || nd > limit && sq.dels.segments() >= nd {
+			if src := s.byName[trimDead(sq.name)]; src != sq && src != nil {
+				// A dead-letter queue is opened by its source.
+				sq = src
+			}
 			out = append(out, sq)
 		}
 	}
@@ -876,10 +881,14 @@ func (s *Store) Names() []string {
 
 // Stats returns the store's totals and its deepest queues.
 func (s *Store) Stats() StoreStats {
+	type item struct {
+		sq *storeQueue
+		q  *Queue
+	}
 	s.mu.Lock()
-	qs := make([]*storeQueue, 0, len(s.byID))
+	qs := make([]item, 0, len(s.byID))
 	for _, sq := range s.byID {
-		qs = append(qs, sq)
+		qs = append(qs, item{sq, sq.q})
 	}
 	s.mu.Unlock()
 	st := StoreStats{Queues: len(qs), Log: s.msgs.l.Stats()}
@@ -887,9 +896,10 @@ func (s *Store) Stats() StoreStats {
 		st.CheckpointError = *p
 	}
 	depths := make([]QueueDepth, 0, len(qs))
-	for _, sq := range qs {
+	for _, it := range qs {
+		sq := it.sq
 		d := QueueDepth{Name: sq.name}
-		if q := sq.q; q != nil && !q.closed.Load() {
+		if q := it.q; q != nil && !q.closed.Load() {
 			st.Open++
 			d.Messages, d.InFlight = q.depth()
 		} else {

@@ -275,3 +275,47 @@ func TestStoreQueueNotOpenedSinceReopenDoesNotHoldTheSharedLog(t *testing.T) {
 		t.Fatalf("idle queue hands out %q", body2)
 	}
 }
+
+// A queue created after the names log lost its records takes a new id:
+// never the id of a lost queue whose head checkpoint survives.
+func TestStoreNewQueueNeverTakesTheIDOfALostQueue(t *testing.T) {
+	dir := t.TempDir()
+	o := StoreOptions{Log: engine.Options{SegmentBytes: 4 << 10}}
+	s := openTestStore(t, dir, o)
+	a := mustQueue(t, s, "a")
+	body := make([]byte, 500)
+	for range 100 {
+		if _, err := a.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := receiveBody(t, a)
+		if err := a.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Everything but the heads is gone.
+	for _, sub := range []string{storeNamesDir, storeMessagesDir, storeDeletesDir, storeReceivesDir} {
+		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s = openTestStore(t, dir, o)
+	defer s.Close()
+	b := mustQueue(t, s, "b")
+	off, err := b.Send([]byte("b's first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := b.Recovery(); off != 0 || rec.HeadFrom != "log start (no checkpoint)" {
+		t.Fatalf("new queue b: first send at %d, head from %q; want 0 and no checkpoint", off, rec.HeadFrom)
+	}
+	// Had b taken a's id, a's head record (head 100) would be b's at the
+	// next open if b's own were not written first (a crash): b's first
+	// 100 messages would count as deleted.
+	if lost := a.st.sq.id; b.st.sq.id == lost {
+		t.Fatalf("new queue b took id %d, the id of lost queue a, whose head survives", lost)
+	}
+}
