@@ -241,17 +241,21 @@ func recordHasDedup(l *engine.Log, off uint64, id string) bool {
 
 // sendDedup sends body with attrs a (whose Dedup is id) unless id was sent
 // within the window: then it returns the first offset. Concurrent sends of
-// one id append once: the later ones wait for the first.
-func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, error) {
+// one id append once: the later ones wait for the first. now is the
+// queue's time when the send began (the time its attributes were made
+// at): the window is counted from it.
+func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string, now int64) (uint64, error) {
 	d := q.dedup
 	h := d.hash(id)
 	d.mu.Lock()
-	for {
+	for waited := false; ; waited = true {
 		if q.closed.Load() {
 			d.mu.Unlock()
 			return 0, engine.ErrClosed // not the first offset, as if sent
 		}
-		now := q.now()
+		if waited {
+			now = q.now()
+		}
 		d.warmUp(h, now)
 		d.expire(now)
 		first, ok := d.find(q.log, id, h)
