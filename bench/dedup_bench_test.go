@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"testing"
@@ -106,3 +107,37 @@ func (f *dedupFixture) sendNext(b *testing.B, body []byte) {
 	}
 	f.clock.Advance(f.step)
 }
+
+// BenchmarkDedupTableLoad is the floor under send=dedup: one load from a
+// random place of a table the size of the window's hash table at ids=N
+// (16-byte slots, at most half full: 512 KiB, 4 MiB and 32 MiB), each
+// load depending on the one before, as the lookup of a new id does on
+// nothing the processor has fetched. A send with a new id makes at least
+// one such load (its hash's slot; the window's other random load, the
+// slot of the id that expires, is fetched beside it).
+//
+//	go test -run '^$' -bench 'Dedup' -count=10 ./bench/
+func BenchmarkDedupTableLoad(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("ids=%d", n), func(b *testing.B) {
+			slots := 16
+			for slots < 2*n {
+				slots *= 2
+			}
+			lines := slots * 16 / 64 // a cycle through every cache line, in random order
+			next := make([]uint64, lines*8)
+			perm := rand.Perm(lines)
+			for i, l := range perm {
+				next[l*8] = uint64(perm[(i+1)%lines] * 8)
+			}
+			p := uint64(0)
+			b.ResetTimer()
+			for range b.N {
+				p = next[p]
+			}
+			dedupTableSink = p
+		})
+	}
+}
+
+var dedupTableSink uint64

@@ -18,9 +18,9 @@ import (
 // The window may hold a million ids (the default 5 minutes at a few
 // thousand sends a second), so it keeps no string per id: ids maps a
 // 64-bit hash of each id (maphash, seeded per window) to its first
-// send's offset, and order holds (offset, expiry, hash) triples, neither
+// send's offset, and ring holds (offset, expiry, hash) triples, neither
 // with a pointer for the garbage collector to follow. A hash that matches
-// is checked against the id in the record at its offset (see match), so
+// is checked against the id in the record at its offset (see find), so
 // that two ids with one hash are never taken for one: the later one is
 // kept by its string in few, which holds no more than such collisions.
 type dedupWindow struct {
@@ -30,11 +30,14 @@ type dedupWindow struct {
 	hash   func(id string) uint64 // maphash.String with a seed of the window's
 	ids    hashTable              // hash of an id -> its first send's offset, or sending
 	few    map[string]uint64      // ids whose hash another remembered id has
-	// order holds the ids by offset from order[head] on, for expiry and
-	// the lowest offset held. Expiry moves head; the slots before it are
-	// given back when they are more than half of order (see expire).
-	order []dedupRef
-	head  int
+	// ring holds the ids by offset, for expiry and the lowest offset held:
+	// the refs from head to tail (counters, taken modulo len(ring), a
+	// power of two). Expiry moves head; a send adds at tail. No ref moves
+	// but to keep the order by offset (sends that overlapped) and when
+	// the ring is resized (see push and expire).
+	ring       []dedupRef
+	head, tail uint64
+	warm       uint64 // what warmUp read (kept, so that its loads are made)
 }
 
 // dedupHashForTests, when set, is the hash of every window opened: a test
@@ -62,32 +65,83 @@ func newDedupWindow(window time.Duration) *dedupWindow {
 	return d
 }
 
-// expire forgets the ids whose time has come. The order is by offset, and
+// expire forgets the ids whose time has come. The ring is by offset, and
 // expiry times grow with it up to the few sends that overlapped: an id
 // may be remembered a little longer, never shorter. Each expired id costs
-// O(1): the head moves past it, and the live refs are copied to the front
-// only once the expired slots outnumber them, so each ref is copied at
-// most once per id expired after it. Called with d.mu held.
+// O(1): the head moves past it. A ring less than a quarter full is
+// halved or less (O(1) amortized too: at least a quarter of its refs
+// expired since it was last resized). Called with d.mu held.
 func (d *dedupWindow) expire(now int64) {
-	k := d.head
-	for k < len(d.order) && d.order[k].exp <= now {
-		r := d.order[k]
+	for d.head < d.tail {
+		r := d.at(d.head)
+		if r.exp > now {
+			break
+		}
 		d.ids.delIf(r.h, r.off)
 		if len(d.few) > 0 {
 			d.forgetFew(r.off)
 		}
-		k++
+		d.head++
 	}
-	d.head = k
-	switch live := len(d.order) - k; {
-	case live == 0:
-		d.order, d.head = d.order[:0], 0
-		if cap(d.order) > 4096 {
-			d.order = nil
+	if live := d.tail - d.head; len(d.ring) > minDedupRing && live < uint64(len(d.ring)/4) {
+		d.resize(max(minDedupRing, 2*pow2AtLeast(int(live))))
+	}
+}
+
+// minDedupRing is the fewest refs a ring that was used keeps room for.
+const minDedupRing = 1024
+
+// at returns the ring's ref at counter i.
+func (d *dedupWindow) at(i uint64) *dedupRef {
+	return &d.ring[i&uint64(len(d.ring)-1)]
+}
+
+// push adds the ref of an id sent at off, expiring at exp, keeping the
+// ring in offset order: a send that overlapped a later one (which got a
+// higher offset but took d.mu first) goes before it.
+func (d *dedupWindow) push(off uint64, exp int64, h uint64) {
+	if d.tail-d.head == uint64(len(d.ring)) {
+		d.resize(max(16, 2*len(d.ring)))
+	}
+	i := d.tail
+	d.tail++
+	for i > d.head && d.at(i-1).off > off {
+		*d.at(i) = *d.at(i - 1)
+		i--
+	}
+	*d.at(i) = dedupRef{off: off, exp: exp, h: h}
+}
+
+// resize moves the live refs to a ring of n (a power of two, at least
+// as many as they are).
+func (d *dedupWindow) resize(n int) {
+	ring := make([]dedupRef, n)
+	for i := d.head; i < d.tail; i++ {
+		ring[i-d.head] = *d.at(i)
+	}
+	d.ring, d.tail, d.head = ring, d.tail-d.head, 0
+}
+
+// pow2AtLeast returns the least power of two at least n (1 for n <= 1).
+func pow2AtLeast(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// warmUp reads the slots of the table where the lookup of h and the
+// deletion of the next id to expire (if its time has come) begin, one
+// beside the other, so that the processor fetches them at once: in a
+// window of a million ids each is a miss of the cache, and the lookup
+// and the deletion that follow would otherwise wait for them one after
+// the other. Called with d.mu held.
+func (d *dedupWindow) warmUp(h uint64, now int64) {
+	if d.head < d.tail {
+		if r := d.at(d.head); r.exp <= now {
+			d.warm = d.ids.touch(h, r.h)
 		}
-	case k > live:
-		copy(d.order, d.order[k:])
-		d.order, d.head = d.order[:live], 0
 	}
 }
 
@@ -105,13 +159,7 @@ func (d *dedupWindow) forgetFew(off uint64) {
 // exp; inFew when another id holds h. Called with d.mu held.
 func (d *dedupWindow) remember(id string, h, off uint64, exp int64, inFew bool) {
 	d.set(id, h, off, inFew)
-	i := len(d.order)
-	d.order = append(d.order, dedupRef{})
-	for i > d.head && d.order[i-1].off > off {
-		d.order[i] = d.order[i-1]
-		i--
-	}
-	d.order[i] = dedupRef{off: off, exp: exp, h: h}
+	d.push(off, exp, h)
 }
 
 // set maps id (of hash h) to off: in few when inFew, by its hash
@@ -148,10 +196,10 @@ func (d *dedupWindow) low(now int64) (uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(now)
-	if d.head == len(d.order) {
+	if d.head == d.tail {
 		return 0, false
 	}
-	return d.order[d.head].off, true
+	return d.at(d.head).off, true
 }
 
 // size returns how many ids are remembered.
@@ -193,17 +241,22 @@ func recordHasDedup(l recordLog, off uint64, id string) bool {
 
 // sendDedup sends body with attrs a (whose Dedup is id) unless id was sent
 // within the window: then it returns the first offset. Concurrent sends of
-// one id append once: the later ones wait for the first.
-func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string) (uint64, error) {
+// one id append once: the later ones wait for the first. now is the
+// queue's time when the send began (the time its attributes were made
+// at): the window is counted from it.
+func (q *Queue) sendDedup(body []byte, a *engine.Attrs, id string, now int64) (uint64, error) {
 	d := q.dedup
 	h := d.hash(id)
 	d.mu.Lock()
-	for {
+	for waited := false; ; waited = true {
 		if q.closed.Load() {
 			d.mu.Unlock()
 			return 0, engine.ErrClosed // not the first offset, as if sent
 		}
-		now := q.now()
+		if waited {
+			now = q.now()
+		}
+		d.warmUp(h, now)
 		d.expire(now)
 		first, ok := d.find(q.log, id, h)
 		if !ok {

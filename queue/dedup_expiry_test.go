@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -28,9 +29,9 @@ func TestDedupExpiryCopiesFewIDs(t *testing.T) {
 		send()
 	}
 	where := func() map[uint64]*dedupRef {
-		m := make(map[uint64]*dedupRef, len(d.order))
-		for i := d.head; i < len(d.order); i++ {
-			m[d.order[i].off] = &d.order[i]
+		m := make(map[uint64]*dedupRef, d.tail-d.head)
+		for i := d.head; i < d.tail; i++ {
+			m[d.at(i).off] = d.at(i)
 		}
 		return m
 	}
@@ -119,5 +120,92 @@ func TestDedupWindowExpiresOldestFirstAcrossReopen(t *testing.T) {
 		if off := send(i); off == first[i] {
 			t.Fatalf("id-%d is still remembered once the window passed after the reopen", i)
 		}
+	}
+}
+
+// TestDedupRingKeepsOffsetOrderThroughResizes: ids remembered in bursts
+// whose offsets come out of order (sends that overlapped), through phases
+// that grow the window to thousands of ids and empty it again (so that
+// the expiry ring wraps, grows and shrinks), leave the window holding
+// exactly the ids a sorted list holds, lowest offset first, each still
+// found by its hash.
+func TestDedupRingKeepsOffsetOrderThroughResizes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	d := newDedupWindow(1 << 62) // expiry times are set per id below
+	type ref struct {
+		off uint64
+		exp int64
+		id  string
+	}
+	var model []ref // by offset
+	var now int64
+	next := uint64(0)
+	grew, shrank := 0, 0
+	for phase := range 12 {
+		life := int64(1 + rng.IntN(8000)) // how long an id lives, in sends
+		if phase%3 == 2 {
+			life = 1 // drain
+		}
+		for step := range 6000 {
+			now++
+			d.mu.Lock()
+			before := len(d.ring)
+			d.expire(now)
+			if len(d.ring) < before {
+				shrank++
+			}
+			for len(model) > 0 && model[0].exp <= now {
+				model = model[1:]
+			}
+			// A burst of 1-4 sends whose offsets are taken in one order
+			// and remembered in another.
+			k := 1 + rng.IntN(4)
+			offs := make([]uint64, k)
+			for i := range offs {
+				offs[i] = next + uint64(i)
+			}
+			next += uint64(k)
+			rng.Shuffle(k, func(i, j int) { offs[i], offs[j] = offs[j], offs[i] })
+			for _, off := range offs {
+				id := fmt.Sprint("id-", off)
+				before := len(d.ring)
+				d.remember(id, d.hash(id), off, now+life, false)
+				if len(d.ring) > before {
+					grew++
+				}
+				i := len(model)
+				for i > 0 && model[i-1].off > off {
+					i--
+				}
+				model = append(model[:i], append([]ref{{off, now + life, id}}, model[i:]...)...)
+			}
+			if got := d.tail - d.head; got != uint64(len(model)) {
+				d.mu.Unlock()
+				t.Fatalf("phase %d, time %d: the ring holds %d ids, the list %d", phase, now, got, len(model))
+			}
+			for i, m := range model {
+				if step%256 != 0 && i > 0 && i < len(model)-8 {
+					continue // all of them now and then, the ends always
+				}
+				if r := d.at(d.head + uint64(i)); r.off != m.off || r.exp != m.exp {
+					d.mu.Unlock()
+					t.Fatalf("phase %d, time %d: ring[%d] is offset %d expiring at %d, want %d at %d", phase, now, i, r.off, r.exp, m.off, m.exp)
+				}
+				if off, ok := d.ids.get(d.hash(m.id)); !ok || off != m.off {
+					d.mu.Unlock()
+					t.Fatalf("phase %d: %s -> %d, %v; want %d", phase, m.id, off, ok, m.off)
+				}
+			}
+			d.mu.Unlock()
+		}
+		if got, want := d.size(now), len(model); got != want {
+			t.Fatalf("phase %d: size %d, want %d", phase, got, want)
+		}
+		if low, ok := d.low(now); len(model) > 0 && (!ok || low != model[0].off) {
+			t.Fatalf("phase %d: lowest offset %d, %v; want %d", phase, low, ok, model[0].off)
+		}
+	}
+	if grew == 0 || shrank == 0 {
+		t.Fatalf("the ring grew %d times and shrank %d times: the test did not resize it both ways", grew, shrank)
 	}
 }

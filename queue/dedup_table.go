@@ -100,3 +100,14 @@ func (t *hashTable) grow() {
 		}
 	}
 }
+
+// touch reads the home slots of a and b and returns their keys combined:
+// the two loads are independent, so that when both miss the cache they
+// are fetched at once (see dedupWindow.warmUp).
+func (t *hashTable) touch(a, b uint64) uint64 {
+	if len(t.slots) == 0 {
+		return 0
+	}
+	mask := len(t.slots) - 1
+	return t.slots[int(key(a)>>1)&mask].key ^ t.slots[int(key(b)>>1)&mask].key
+}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -126,5 +127,43 @@ func TestDedupIDsOfOneHashAreToldApart(t *testing.T) {
 	}
 	if off := mustSendWith(t, q, "late-a", SendOptions{DedupID: "a"}); off == first["a"] {
 		t.Fatalf("a send of %q after the window gave its first offset %d", "a", off)
+	}
+}
+
+// TestSendWithNewDedupIDAllocatesNothing: once the window is full and
+// each send expires about one id (the steady state), a send with a new
+// DedupID allocates nothing: neither the attribute (the id is not copied)
+// nor the window's bookkeeping (the expiry ring is reused in place).
+func TestSendWithNewDedupIDAllocatesNothing(t *testing.T) {
+	const n, runs = 5000, 20_000
+	const step = time.Millisecond
+	clock := newFakeClock()
+	q := openTestQueue(t, t.TempDir(), clock, func(o *Options) {
+		o.Log.SegmentBytes = 16 << 20 // no roll while measured
+		o.DedupWindow = n * step
+		o.CheckpointInterval = 365 * 24 * time.Hour
+	})
+	defer mustCloseQueue(t, q)
+	ids := make([]string, n+runs+1)
+	for i := range ids {
+		ids[i] = fmt.Sprint("id-", i)
+	}
+	body := []byte("body")
+	next := 0
+	send := func() {
+		if _, err := q.SendWith(body, SendOptions{DedupID: ids[next]}); err != nil {
+			t.Fatal(err)
+		}
+		next++
+		clock.Advance(step)
+	}
+	for range 2 * n { // fill the window, then expire through it once
+		send()
+	}
+	if allocs := testing.AllocsPerRun(runs-n, send); allocs != 0 {
+		t.Fatalf("a send with a new dedup id allocates %v times", allocs)
+	}
+	if got := q.Stats().DedupIDs; got < n-1 || got > n+1 {
+		t.Fatalf("the window holds %d ids, want %d", got, n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/pagelog/pagelog/engine"
 )
@@ -300,12 +301,18 @@ func (o SendOptions) attrs(now time.Time, def time.Duration) (engine.Attrs, erro
 		}
 	}
 	if o.Group != "" {
-		a.Group = []byte(o.Group)
+		a.Group = bytesOf(o.Group)
 	}
 	if o.DedupID != "" {
-		a.Dedup = []byte(o.DedupID)
+		a.Dedup = bytesOf(o.DedupID)
 	}
 	return a, nil
+}
+
+// bytesOf returns the bytes of s without copying them, for the attributes
+// of a send: the log only reads them while it appends, and keeps nothing.
+func bytesOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // ceilMilli returns t in Unix milliseconds, rounded up.

@@ -357,12 +357,13 @@ func (q *Queue) Send(body []byte) (uint64, error) {
 // was deleted since). Options out of their bounds give an error wrapping
 // ErrInvalidAttrs and send nothing.
 func (q *Queue) SendWith(body []byte, o SendOptions) (uint64, error) {
-	a, err := o.attrs(q.clock.Now(), q.opts.DefaultDelay)
+	now := q.clock.Now()
+	a, err := o.attrs(now, q.opts.DefaultDelay)
 	if err != nil {
 		return 0, err
 	}
 	if o.DedupID != "" {
-		return q.sendDedup(body, &a, o.DedupID)
+		return q.sendDedup(body, &a, o.DedupID, int64(now.Sub(q.epoch)))
 	}
 	return q.appendOne(body, &a)
 }
