@@ -95,3 +95,18 @@ func (l dirLog) oldestSegment() (b0, b1 uint64, ok bool) {
 	}
 	return bases[0], bases[1], true
 }
+
+// appendTo is l.AppendWith on the concrete log, so that body and attrs do
+// not escape to the heap as the arguments of an interface call do: a send,
+// a delete and a receive count allocate nothing.
+func appendTo(l recordLog, body []byte, attrs *engine.Attrs) (uint64, error) {
+	switch l := l.(type) {
+	case *engine.Log:
+		return l.AppendWith(body, attrs)
+	case dirLog:
+		return l.Log.AppendWith(body, attrs)
+	case *storeView:
+		return l.AppendWith(body, attrs)
+	}
+	panic("queue: a log of unknown type")
+}

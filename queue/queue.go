@@ -397,7 +397,7 @@ func (q *Queue) appendOne(body []byte, a *engine.Attrs) (uint64, error) {
 	if q.closed.Load() {
 		return 0, engine.ErrClosed
 	}
-	off, err := q.log.AppendWith(body, a)
+	off, err := appendTo(q.log, body, a)
 	if err != nil {
 		return 0, err
 	}

@@ -118,7 +118,7 @@ func (q *Queue) appendReceive(off uint64, recv uint32) (uint64, error) {
 	var b [receiveRecordBytes]byte
 	binary.BigEndian.PutUint64(b[:], off)
 	binary.BigEndian.PutUint32(b[8:], recv)
-	at, err := q.recvs.Append(b[:])
+	at, err := appendTo(q.recvs, b[:], nil)
 	if err != nil {
 		return 0, fmt.Errorf("pagelog: receive-count record of %d: %w", off, err)
 	}

@@ -273,7 +273,7 @@ func (q *Queue) skipLost(h headState, skip *skipSet) error {
 func (q *Queue) appendDelete(offset uint64) (uint64, error) {
 	var b [deleteRecordBytes]byte
 	binary.BigEndian.PutUint64(b[:], offset)
-	at, err := q.dels.Append(b[:])
+	at, err := appendTo(q.dels, b[:], nil)
 	if err != nil {
 		return 0, fmt.Errorf("pagelog: delete record of %d: %w", offset, err)
 	}
@@ -286,7 +286,7 @@ func (q *Queue) appendDeleteRange(from, to uint64) (uint64, error) {
 	var b [deleteRangeBytes]byte
 	binary.BigEndian.PutUint64(b[:], from)
 	binary.BigEndian.PutUint64(b[8:], to)
-	at, err := q.dels.Append(b[:])
+	at, err := appendTo(q.dels, b[:], nil)
 	if err != nil {
 		return 0, fmt.Errorf("pagelog: delete record of [%d, %d): %w", from, to, err)
 	}
