@@ -3,16 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/pagelog/pagelog/queue"
 )
 
 // storeMessagesDir is the message log of a store, shared by its queues
 // (FORMAT.md, Store files); storeLogs are all of its logs.
-const storeMessagesDir = "messages"
+const (
+	storeMessagesDir = "messages"
+	storeNamesDir    = "names"
+)
 
-var storeLogs = []string{"names", "heads", storeMessagesDir, "deletes", "receives"}
+var storeLogs = []string{storeNamesDir, "heads", storeMessagesDir, "deletes", "receives"}
 
 // readStoreStats reads the figures of the store in st.Dir without a lock:
 // its totals, every queue's depth and its message log's figures.
@@ -27,17 +29,6 @@ func readStoreStats(st dirStats) (dirStats, error) {
 	st.Store, st.Log = &ss, ss.Log
 	st.DiskBytes, err = diskBytes(st.Dir)
 	return st, err
-}
-
-// storeOwner is logOwner for a store: the process holding the lock of
-// its names log, and the segments of its message log that process maps.
-func storeOwner(dir string) (pid, mapped int, known bool) {
-	pid, _, known = logOwner(filepath.Join(dir, "names"))
-	if !known || pid == 0 {
-		return pid, 0, known
-	}
-	mapped, err := mappedSegments(pid, filepath.Join(dir, storeMessagesDir))
-	return pid, mapped, err == nil
 }
 
 // writeStoreScreen writes the store's part of the stats screen: totals and

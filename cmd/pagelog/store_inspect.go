@@ -193,7 +193,7 @@ func dumpStore(dir string, asJSON bool, stdout, stderr io.Writer) int {
 // files): the ids of the queues not deleted, in order, and their names. A
 // damaged record is left out (verify reports it).
 func storeNames(dir string) ([]uint32, map[uint32]string, error) {
-	l, err := engine.OpenReadOnly(filepath.Join(dir, "names"), engine.Options{})
+	l, err := engine.OpenReadOnly(filepath.Join(dir, storeNamesDir), engine.Options{})
 	if err != nil {
 		return nil, nil, err
 	}
