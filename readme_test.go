@@ -19,6 +19,7 @@ func TestReadmeExamples(t *testing.T) {
 	for _, ex := range []struct{ file, fn string }{
 		{"engine/example_readme_test.go", "logExample"},
 		{"queue/example_readme_test.go", "queueExample"},
+		{"queue/example_readme_test.go", "storeExample"},
 	} {
 		src, err := os.ReadFile(ex.file)
 		if err != nil {

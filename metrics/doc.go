@@ -75,6 +75,26 @@
 // A queue's dead-letter queue is a Queue of its own: register
 // NewQueueCollector(q.DeadLetter(), name+".dead") to watch it whole.
 //
+// # Store metrics (label store)
+//
+// A store (queue.Store: many queues in one directory) is exported whole
+// by NewStoreCollector(s, name, opts): its totals, its deepest queues and
+// its message log's figures (log=<name>), and no label per queue unless
+// StoreOptions.PerQueue asks for one (a series per queue of 100,000
+// queues is an outage for Prometheus).
+//
+//	pagelog_store_queues                          gauge    queues in the store
+//	pagelog_store_open_queues                     gauge    of them, open in this process
+//	pagelog_store_messages                        gauge    messages not deleted, over every queue
+//	pagelog_store_in_flight_messages              gauge    handed out and not deleted, over the open queues
+//	pagelog_store_checkpoint_failed               gauge    1 when the store's last checkpoint failed
+//	pagelog_store_deepest_queue_messages{queue}   gauge    the deepest queues (at most queue.StoreStatsDeepest)
+//	pagelog_store_queue_messages{queue}           gauge    every queue (PerQueue only)
+//	pagelog_store_queue_in_flight_messages{queue} gauge    every open queue (PerQueue only)
+//
+// A queue of a store may also get a NewQueueCollector of its own, for the
+// few queues worth every figure.
+//
 // `pagelog serve --dir D` serves the same names for a directory that
 // another process has open, read from its files (offsets, segments, bytes,
 // depth, oldest message age); the counters that only the owning process

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"time"
@@ -72,93 +73,11 @@ func Messages(dir string, fn func(Stored) bool) error {
 	}
 	defer l.Close()
 	from := max(head, l.First())
-	copies := movedCopies(l, from)
-	done := map[uint64]bool{} // moved messages given to fn, or deleted
-	// fromCopy gives fn the moved message x, read from its newest copy.
-	fromCopy := func(x uint64) bool {
-		done[x] = true
-		if copies.deleted(skip, x) {
-			return true
-		}
-		recs := copies[x]
-		r, err := l.Read(recs[len(recs)-1])
-		if err != nil {
-			return fn(Stored{Offset: x, Record: recs[len(recs)-1], Err: err})
-		}
-		defer r.Release()
-		return fn(stored(r, nil))
-	}
-	// Messages whose original left the log below the head come first.
-	var gone []uint64
-	for x := range copies {
-		if x < from {
-			gone = append(gone, x)
-		}
-	}
-	slices.Sort(gone)
-	for _, x := range gone {
-		if !fromCopy(x) {
-			return nil
-		}
-	}
-	// Ranges of offsets whose segment the owner dropped while this walk
-	// read it: a message moved out of such a segment comes at its copy.
-	var dropped [][2]uint64
-	trimmed, trimming := uint64(0), false
-	end := from // past the last record the walk read
-	for r, err := range l.Records(from) {
-		if err == nil {
-			end = r.Offset + 1
-		}
-		if errors.Is(err, engine.ErrTrimmed) {
-			if !trimming {
-				trimmed, trimming = r.Offset, true
-			}
-			continue // dropped behind the head meanwhile
-		}
-		if trimming {
-			dropped, trimming = append(dropped, [2]uint64{trimmed, r.Offset}), false
-		}
-		m := stored(r, err)
-		if _, ok := copies[r.Offset]; ok && (m.Err != nil || m.Offset == r.Offset) {
-			if !fromCopy(r.Offset) { // the original: the message comes here
-				return nil
-			}
-			continue
-		}
-		if x := m.Offset; m.Err == nil && x != r.Offset {
-			// A copy. Its message came at its original (or first, the
-			// original being below the head).
-			switch {
-			case done[x]:
-				continue
-			case copies[x] != nil: // the original was not in the log
-				if !fromCopy(x) {
-					return nil
-				}
-				continue
-			case x >= from && !inRanges(dropped, x):
-				continue // made since the first pass: its original came before it
-			}
-			// Or its original's segment was dropped while this walk read
-			// it (moved out of a held segment meanwhile): it comes here.
-			done[x] = true
-			if skip.contains(x) || skip.contains(r.Offset) {
-				continue
-			}
-		} else if skip.contains(r.Offset) {
-			continue // deleted
-		}
-		if !fn(m) {
-			return nil
-		}
-	}
-	if trimming {
-		dropped = append(dropped, [2]uint64{trimmed, math.MaxUint64})
-	}
-	if len(dropped) == 0 {
+	w := walkMessages(l, from, skip, fn)
+	if w.stopped || len(w.dropped) == 0 {
 		return nil
 	}
+	done, dropped, end := w.done, w.dropped, w.end
 	// The owner dropped segments under the walk, and may have copied
 	// messages out of them past the end the walk read: a log opened
 	// read-only stops following its writer once its own newest segment
@@ -186,6 +105,112 @@ func Messages(dir string, fn func(Stored) bool) error {
 		}
 	}
 	return nil
+}
+
+// browseLog is what walkMessages reads of a queue's message log: a queue
+// directory's log, or a store queue's view of its store's.
+type browseLog interface {
+	messageSource
+	Read(offset uint64) (engine.Record, error)
+	Records(from uint64) iter.Seq2[engine.Record, error]
+}
+
+// walk is where walkMessages stopped.
+type walk struct {
+	stopped bool            // fn returned false
+	end     uint64          // past the last record read
+	done    map[uint64]bool // moved messages given to fn, or deleted
+	dropped [][2]uint64     // ranges whose segments were dropped under the walk
+}
+
+// walkMessages calls fn for each message of l from offset from on that
+// skip does not hold, as Messages describes.
+func walkMessages(l browseLog, from uint64, skip *skipSet, fn func(Stored) bool) walk {
+	copies := movedCopies(l, from)
+	done := map[uint64]bool{} // moved messages given to fn, or deleted
+	// fromCopy gives fn the moved message x, read from its newest copy.
+	fromCopy := func(x uint64) bool {
+		done[x] = true
+		if copies.deleted(skip, x) {
+			return true
+		}
+		recs := copies[x]
+		r, err := l.Read(recs[len(recs)-1])
+		if err != nil {
+			return fn(Stored{Offset: x, Record: recs[len(recs)-1], Err: err})
+		}
+		defer r.Release()
+		return fn(stored(r, nil))
+	}
+	// Messages whose original left the log below the head come first.
+	var gone []uint64
+	for x := range copies {
+		if x < from {
+			gone = append(gone, x)
+		}
+	}
+	slices.Sort(gone)
+	for _, x := range gone {
+		if !fromCopy(x) {
+			return walk{stopped: true}
+		}
+	}
+	// Ranges of offsets whose segment the owner dropped while this walk
+	// read it: a message moved out of such a segment comes at its copy.
+	var dropped [][2]uint64
+	trimmed, trimming := uint64(0), false
+	end := from // past the last record the walk read
+	for r, err := range l.Records(from) {
+		if err == nil {
+			end = r.Offset + 1
+		}
+		if errors.Is(err, engine.ErrTrimmed) {
+			if !trimming {
+				trimmed, trimming = r.Offset, true
+			}
+			continue // dropped behind the head meanwhile
+		}
+		if trimming {
+			dropped, trimming = append(dropped, [2]uint64{trimmed, r.Offset}), false
+		}
+		m := stored(r, err)
+		if _, ok := copies[r.Offset]; ok && (m.Err != nil || m.Offset == r.Offset) {
+			if !fromCopy(r.Offset) { // the original: the message comes here
+				return walk{stopped: true}
+			}
+			continue
+		}
+		if x := m.Offset; m.Err == nil && x != r.Offset {
+			// A copy. Its message came at its original (or first, the
+			// original being below the head).
+			switch {
+			case done[x]:
+				continue
+			case copies[x] != nil: // the original was not in the log
+				if !fromCopy(x) {
+					return walk{stopped: true}
+				}
+				continue
+			case x >= from && !inRanges(dropped, x):
+				continue // made since the first pass: its original came before it
+			}
+			// Or its original's segment was dropped while this walk read
+			// it (moved out of a held segment meanwhile): it comes here.
+			done[x] = true
+			if skip.contains(x) || skip.contains(r.Offset) {
+				continue
+			}
+		} else if skip.contains(r.Offset) {
+			continue // deleted
+		}
+		if !fn(m) {
+			return walk{stopped: true}
+		}
+	}
+	if trimming {
+		dropped = append(dropped, [2]uint64{trimmed, math.MaxUint64})
+	}
+	return walk{end: end, done: done, dropped: dropped}
 }
 
 // inRanges reports whether x lies in one of the ranges [from, to).
@@ -225,7 +250,7 @@ type moves map[uint64][]uint64
 
 // movedCopies reads the log from offset from (only the records with
 // attributes are read whole) and returns the moved copies it holds.
-func movedCopies(l *engine.Log, from uint64) moves {
+func movedCopies(l messageSource, from uint64) moves {
 	copies := moves{}
 	for r, err := range l.RecordsWithAttrs(from) {
 		if err != nil {

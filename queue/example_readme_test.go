@@ -122,3 +122,41 @@ func Example_readmeFeatures() {
 	// delayed 1 dead letters 0
 	// redriven 0
 }
+
+// storeExample is the README's example of a store, word for word
+// (readme_test.go at the module's root checks that they agree).
+func storeExample(dir string) error {
+	s, err := queue.OpenStore(dir, queue.StoreOptions{}) // one lock, five logs shared by every queue
+	if err != nil {
+		return err
+	}
+	defer s.Close() // closes every queue it handed out
+
+	for i, tenant := range []string{"acme", "globex", "initech"} {
+		q, err := s.Queue("mail." + tenant) // created on first use: no file, timer or goroutine of its own
+		if err != nil {
+			return err
+		}
+		for range i + 1 {
+			if _, err := q.Send([]byte("welcome " + tenant)); err != nil { // the whole Queue API
+				return err
+			}
+		}
+	}
+	st := s.Stats() // totals and the deepest queues
+	fmt.Println("queues", st.Queues, "messages", st.Messages, "deepest", st.Deepest[0].Name)
+	return s.DeleteQueue("mail.acme") // its messages (and its dead letters, mail.acme.dead) go too
+}
+
+func Example_readmeStore() {
+	dir, err := os.MkdirTemp("", "pagelog-readme-store")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := storeExample(dir); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// queues 3 messages 6 deepest mail.initech
+}

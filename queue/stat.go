@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 
@@ -129,6 +130,22 @@ func Stat(dir string) (Status, error) {
 		st.HeadFrom, st.Checkpointed, st.CheckpointEnd = "checkpoint", h.head, h.end
 		st.Head = h.head
 	}
+	countMessages(&st, skip, l)
+	return st, nil
+}
+
+// messageSource is what countMessages reads of a queue's message log: a
+// queue directory's log, or a store queue's view of its store's.
+type messageSource interface {
+	Gaps(from uint64) [][2]uint64
+	RecordsWithAttrs(from uint64) iter.Seq2[engine.Record, error]
+}
+
+// countMessages finishes st (First, End, Head and CheckpointEnd set) from
+// the deleted offsets at or above the head, skip, and the message log l:
+// the offsets lost, the head past the deleted ones at its front, and the
+// counts of messages deleted and not.
+func countMessages(st *Status, skip *skipSet, l messageSource) {
 	// What the next Open does with offsets given out but no longer held:
 	// the log skips past the highest one known, and the ones not deleted
 	// already are lost.
@@ -180,7 +197,6 @@ func Stat(dir string) (Status, error) {
 		}
 		st.Messages = uint64(max(0, int64(st.Messages)-int64(counted)+int64(want)))
 	}
-	return st, nil
 }
 
 // recheckSpan returns the span of a side log that queue.head records

@@ -11,7 +11,8 @@ func TestDemo(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	r := mustRun(t, "", "demo", "--messages", "2000", "--size", "100")
 	for _, prefix := range []string{"pagelog demo: 2000 messages of 100 bytes", "phase ", "append     ", "read       ",
-		"reopen  open ", "verify        2000 ", "total "} {
+		"reopen  open ", "verify        2000 ", "store   10000 queues created in one store", "store   with every queue open: ",
+		"store   reopened in ", "total "} {
 		if !hasLinePrefix(r.stdout, prefix) {
 			t.Errorf("summary lacks a line starting %q:\n%s", prefix, r.stdout)
 		}
@@ -19,7 +20,7 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(r.stdout, "healthy") {
 		t.Errorf("summary does not say healthy:\n%s", r.stdout)
 	}
-	for _, phase := range []string{"append", "read", "reopen", "verify"} {
+	for _, phase := range []string{"append", "read", "reopen", "verify", "store"} {
 		if !strings.Contains(r.stderr, phase) {
 			t.Errorf("no progress line for %s:\n%s", phase, r.stderr)
 		}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 func runDump(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -21,7 +23,11 @@ func runDump(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"per line with the keys offset, segment, position, size, checksum (a string,\n"+
 			"\"0x\" and 8 hex digits, as in the text) and ok, the unknown ones null, and\n"+
 			"missing for a range. Why a record is damaged goes to standard error.\n"+
-			"Opens the log read-only.", stderr)
+			"Opens the log read-only. On a store (many queues in one directory) it lists\n"+
+			"its queues, \"queue ID NAME\" (JSON: id and name), and its logs, \"log NAME\n"+
+			"first F next N segments S bytes B\" (JSON: log, first, next, segments,\n"+
+			"bytes); dump --dir D/messages (or deletes, receives, names, heads) lists\n"+
+			"the records of one.", stderr)
 	dir := fs.String("dir", "", "log `directory`")
 	from := fs.Uint64("from", 0, "first `offset` to list (default: the log's first)")
 	asJSON := fs.Bool("json", false, "print JSON lines")
@@ -30,6 +36,12 @@ func runDump(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
+	}
+	if ok, _ := queue.IsStore(*dir); ok {
+		if isSet(fs, "from") {
+			return usageError(fs, "--from lists one log's records: on a store, dump --dir %s", filepath.Join(*dir, storeMessagesDir))
+		}
+		return dumpStore(*dir, *asJSON, stdout, stderr)
 	}
 
 	l, err := engine.OpenReadOnly(*dir, engine.Options{})

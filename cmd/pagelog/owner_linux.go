@@ -101,3 +101,14 @@ func isSegmentLog(name string) bool {
 	}
 	return true
 }
+
+// storeOwner is logOwner for a store: the process holding the lock of
+// its names log, and the segments of its message log that process maps.
+func storeOwner(dir string) (pid, mapped int, known bool) {
+	pid, _, known = logOwner(filepath.Join(dir, storeNamesDir))
+	if !known || pid == 0 {
+		return pid, 0, known
+	}
+	mapped, err := mappedSegments(pid, filepath.Join(dir, storeMessagesDir))
+	return pid, mapped, err == nil
+}

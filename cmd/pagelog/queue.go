@@ -43,7 +43,7 @@ const queueAbout = "A queue is a directory: its messages are a log (so `pagelog 
 	"fail while another process has it open; stats and dead (like read, dump and\n" +
 	"verify) only read and work beside it. Deadlines live in the receiving process\n" +
 	"only: when a command exits, what it received and did not delete is ready\n" +
-	"again for the next one. Only send creates a queue."
+	"again for the next one. Only send creates a queue.\n\n" + storeAbout
 
 func runQueue(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "help" {
@@ -54,7 +54,7 @@ func runQueue(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func queueUsage(w io.Writer) {
-	fmt.Fprint(w, "Usage: pagelog queue <command> --dir D [flags]\n\nCommands:\n")
+	fmt.Fprint(w, "Usage: pagelog queue <command> (--dir D | --store D --queue NAME) [flags]\n\nCommands:\n")
 	for _, c := range queueCommands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
@@ -96,7 +96,7 @@ func closeQueue(q *queue.Queue, err error) error {
 }
 
 func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue send", "--dir D [--sync none|always|interval] [--delay D] [--group G] [--dedup-id X]",
+	fs := newFlags("queue send", "(--dir D | --store D --queue NAME) [--sync none|always|interval] [--delay D] [--group G] [--dedup-id X]",
 		"Opens the queue in D (creating it if needed: D's parent must exist) and\n"+
 			"sends each line of standard input as one message (the newline removed,\n"+
 			"and a carriage return before it: CRLF input sends the same messages as LF\n"+
@@ -108,7 +108,7 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 			"out one at a time, in send order); --dedup-id gives each that deduplication\n"+
 			"id: within the queue's dedup window (5 minutes) only the first send with it\n"+
 			"appends a message, and every later one prints the first one's offset.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	syncName := fs.String("sync", engine.SyncNone.String(), "when a send is acknowledged: none, always or interval")
 	var o queue.SendOptions
 	fs.Var(durationFlag{&o.Delay}, "delay", "hide each message this long after its send, with its unit (5s)")
@@ -117,7 +117,7 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
 	policy, err := engine.ParseSyncPolicy(*syncName)
@@ -132,11 +132,11 @@ func runQueueSend(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case len(o.DedupID) > queue.MaxIDBytes || isSet(fs, "dedup-id") && o.DedupID == "":
 		return usageError(fs, "--dedup-id: want 1-%d bytes", queue.MaxIDBytes)
 	}
-	q, err := openQueue(*dir, true, queue.Options{Log: engine.Options{Sync: policy}})
+	q, done, err := t.open(true, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue send", err)
 	}
-	if err := closeQueue(q, sendLines(q, o, stdin, stdout)); err != nil {
+	if err := done(sendLines(q, o, stdin, stdout)); err != nil {
 		return fail(stderr, "queue send", err)
 	}
 	return 0
@@ -194,7 +194,7 @@ func (f durationFlag) Set(s string) error {
 }
 
 func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue receive", "--dir D [--count N] [--wait D] [--visibility D] [--max-receives N] [--json]",
+	fs := newFlags("queue receive", "(--dir D | --store D --queue NAME) [--count N] [--wait D] [--visibility D] [--max-receives N] [--json]",
 		"Hands out up to N messages, ready-again ones first, lowest offset first, and\n"+
 			"prints each as soon as it is received: its offset, a tab and its body, then\n"+
 			"a newline, with the body escaped so that one message is one line (\\n, \\t,\n"+
@@ -208,7 +208,7 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"receives/, across processes), and a message received N times without a\n"+
 			"delete moves to the dead letters (<dir>.dead) instead of being handed out\n"+
 			"again.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	count := fs.Int("count", 1, "most messages to hand out")
 	var wait time.Duration
 	fs.Var(durationFlag{&wait}, "wait", "how long to wait in all for ready messages, with its unit (5s)")
@@ -219,18 +219,18 @@ func runQueueReceive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
 	if *count < 1 || wait < 0 || vis <= 0 || vis > queue.MaxVisibility || *maxRecv < 0 {
 		return usageError(fs, "want --count >= 1, --wait >= 0, --max-receives >= 0 and --visibility in (0, %v]", queue.MaxVisibility)
 	}
-	q, err := openQueue(*dir, false, queue.Options{Visibility: vis, MaxReceives: *maxRecv})
+	q, done, err := t.open(false, queue.Options{Visibility: vis, MaxReceives: *maxRecv})
 	if err != nil {
 		return fail(stderr, "queue receive", err)
 	}
 	n, err := receiveMessages(q, *count, wait, *asJSON, stdout, stderr)
-	if err = closeQueue(q, err); errors.Is(err, errDamaged) {
+	if err = done(err); errors.Is(err, errDamaged) {
 		return 1 // each damaged message was named on standard error
 	} else if err != nil {
 		return fail(stderr, "queue receive", err)
@@ -352,19 +352,19 @@ func writeJSONBody(w *bufio.Writer, o map[string]any, body []byte, err error) {
 }
 
 func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue delete", "--dir D --offset N [--sync none|always|interval]",
+	fs := newFlags("queue delete", "(--dir D | --store D --queue NAME) --offset N [--sync none|always|interval]",
 		"Deletes the message at offset N: it is never handed out again. It opens the\n"+
 			"queue itself, so it runs only while no other process has the queue open;\n"+
 			"it cannot know what another process received, so it deletes any message\n"+
 			"of the queue, received or not (Queue.Discard). Deleting a message already\n"+
 			"deleted succeeds; an offset beyond the end fails.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	offset := fs.Uint64("offset", 0, "`offset` of the message to delete (required)")
 	syncName := fs.String("sync", engine.SyncNone.String(), "when the delete is acknowledged: none, always or interval")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
 	if !isSet(fs, "offset") {
@@ -374,11 +374,11 @@ func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
 	}
-	q, err := openQueue(*dir, false, queue.Options{Log: engine.Options{Sync: policy}})
+	q, done, err := t.open(false, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue delete", err)
 	}
-	if err := closeQueue(q, q.Discard(*offset)); err != nil {
+	if err := done(q.Discard(*offset)); err != nil {
 		return fail(stderr, "queue delete", err)
 	}
 	fmt.Fprintf(stdout, "deleted %d\n", *offset)
@@ -386,21 +386,21 @@ func runQueueDelete(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue stats", "--dir D [--json]",
+	fs := newFlags("queue stats", "(--dir D | --store D --queue NAME) [--json]",
 		"Reads the queue in D, without opening it (no lock, nothing written: it works\n"+
 			"beside the process that has the queue open), and prints one key and value\n"+
 			"per line: end (next offset), head (oldest message not deleted), messages\n"+
 			"(not deleted), deleted (above the head), and what the files say of its\n"+
 			"recovery. Messages in flight in another process count as not deleted.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
-	st, err := queue.Stat(*dir)
+	st, err := t.stat()
 	if err != nil {
 		return fail(stderr, "queue stats", err)
 	}
@@ -430,7 +430,7 @@ func runQueueStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runQueueDead(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue dead", "--dir D [--json]",
+	fs := newFlags("queue dead", "(--dir D | --store D --queue NAME) [--json]",
 		"Lists the dead letters of the queue in D: the messages not deleted of its\n"+
 			"dead-letter queue, <D>.dead, oldest first, in the style of receive: the\n"+
 			"dead letter's offset, a tab and its body (escaped), one per line. With\n"+
@@ -440,24 +440,21 @@ func runQueueDead(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"the process that has the queue open. No dead-letter queue: nothing to list.\n"+
 			"`pagelog queue receive --dir D.dead` hands dead letters out; `redrive`\n"+
 			"moves them back.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON lines")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
-	if ok, err := queue.IsQueue(*dir); err != nil || !ok {
-		return fail(stderr, "queue dead", fmt.Errorf("%w: %s", queue.ErrNotQueue, *dir))
-	}
-	dead := queue.DeadLetterPath(*dir)
-	if ok, _ := queue.IsQueue(dead); !ok {
-		return 0
+	messages, err := t.deadLetters()
+	if err != nil {
+		return fail(stderr, "queue dead", err)
 	}
 	w := bufio.NewWriter(stdout)
 	damaged := 0
-	err := queue.Messages(dead, func(m queue.Stored) bool {
+	err = messages(func(m queue.Stored) bool {
 		if m.Err != nil {
 			damaged++
 			fmt.Fprintf(stderr, "pagelog queue dead: offset %d is damaged: %s\n", m.Offset, strings.TrimPrefix(m.Err.Error(), "pagelog: "))
@@ -495,18 +492,18 @@ func runQueueDead(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func runQueueRedrive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("queue redrive", "--dir D [-n N] [--sync none|always|interval]",
+	fs := newFlags("queue redrive", "(--dir D | --store D --queue NAME) [-n N] [--sync none|always|interval]",
 		"Moves up to N dead letters (all with -n 0, the default) of the queue in D\n"+
 			"back into it as new messages, oldest first: each keeps its body and group,\n"+
 			"starts again at 0 receives, and records its dead-letter offset as its\n"+
 			"origin. Prints how many it moved.\n\n"+queueAbout, stderr)
-	dir := fs.String("dir", "", "queue `directory`")
+	t := targetFlags(fs)
 	n := fs.Int("n", 0, "most dead letters to move (0: all)")
 	syncName := fs.String("sync", engine.SyncNone.String(), "when the moves are acknowledged: none, always or interval")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
-	if st := requireDir(fs, *dir); st >= 0 {
+	if st := t.check(fs); st >= 0 {
 		return st
 	}
 	if *n < 0 {
@@ -516,19 +513,24 @@ func runQueueRedrive(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageError(fs, "--sync %q: want none, always or interval", *syncName)
 	}
-	if ok, _ := queue.IsQueue(queue.DeadLetterPath(*dir)); !ok {
-		if ok, err := queue.IsQueue(*dir); err != nil || !ok {
-			return fail(stderr, "queue redrive", fmt.Errorf("%w: %s", queue.ErrNotQueue, *dir))
+	if !t.inStore() {
+		if ok, _ := queue.IsQueue(queue.DeadLetterPath(t.dir)); !ok {
+			if ok, err := queue.IsQueue(t.dir); err != nil || !ok {
+				return fail(stderr, "queue redrive", fmt.Errorf("%w: %s", queue.ErrNotQueue, t.dir))
+			}
+			fmt.Fprintln(stdout, "redrove 0")
+			return 0
 		}
-		fmt.Fprintln(stdout, "redrove 0")
-		return 0
 	}
-	q, err := openQueue(*dir, false, queue.Options{Log: engine.Options{Sync: policy}})
+	q, done, err := t.open(false, queue.Options{Log: engine.Options{Sync: policy}})
 	if err != nil {
 		return fail(stderr, "queue redrive", err)
 	}
 	moved, err := q.Redrive(*n)
-	if err = closeQueue(q, err); err != nil {
+	if errors.Is(err, queue.ErrNoDeadLetters) && t.inStore() {
+		err = nil // a store queue without NAME.dead: nothing to move
+	}
+	if err = done(err); err != nil {
 		return fail(stderr, "queue redrive", fmt.Errorf("%d moved: %w", moved, err))
 	}
 	fmt.Fprintf(stdout, "redrove %d\n", moved)

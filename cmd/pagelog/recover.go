@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/queue"
 )
 
 func runRecover(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -15,7 +16,10 @@ func runRecover(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"record and prints the recovery report. Damage before the recovery point is\n"+
 			"only reported, never cut, unless --truncate-at-damage is given: then the log\n"+
 			"is cut at its first damaged record and everything after it is removed.\n"+
-			"Exits 0 when the log is healthy afterwards, 1 otherwise.", stderr)
+			"Exits 0 when the log is healthy afterwards, 1 otherwise. On a store (many\n"+
+			"queues in one directory) it recovers each of its logs (names, heads,\n"+
+			"messages, deletes, receives), each report under a line \"== log NAME/\",\n"+
+			"then opens the store and prints what it found (lines starting \"store\").", stderr)
 	dir := fs.String("dir", "", "log `directory`")
 	cut := fs.Bool("truncate-at-damage", false, "cut the log at its first damaged record")
 	if st := parseFlags(fs, args); st >= 0 {
@@ -24,11 +28,26 @@ func runRecover(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
 	}
+	if ok, _ := queue.IsStore(*dir); ok {
+		return recoverStore(*dir, *cut, stdout, stderr)
+	}
 	rep, err := engine.Recover(*dir, engine.Options{}, engine.RecoverOptions{TruncateAtDamage: *cut})
 	if err != nil {
 		return fail(stderr, "recover", err)
 	}
 	w := bufio.NewWriter(stdout)
+	writeRecoverReport(w, rep)
+	if err := w.Flush(); err != nil {
+		return fail(stderr, "recover", fmt.Errorf("write stdout: %w", err))
+	}
+	if !rep.After.Healthy() {
+		return 1
+	}
+	return 0
+}
+
+// writeRecoverReport prints what Recover found and did, one fact per line.
+func writeRecoverReport(w io.Writer, rep engine.RecoverReport) {
 	for _, r := range rep.Renamed {
 		fmt.Fprintf(w, "renamed: %s\n", r)
 	}
@@ -53,11 +72,4 @@ func runRecover(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	} else {
 		fmt.Fprintln(w, "NOT healthy: run with --truncate-at-damage to cut the log at the damage")
 	}
-	if err := w.Flush(); err != nil {
-		return fail(stderr, "recover", fmt.Errorf("write stdout: %w", err))
-	}
-	if !after.Healthy() {
-		return 1
-	}
-	return 0
 }

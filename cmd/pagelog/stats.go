@@ -24,8 +24,10 @@ func runStats(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"is taken, nothing is written) and prints one screen: offsets, segments,\n"+
 			"bytes of records and on disk, the segments the writer maps (found through\n"+
 			"/proc), and for a queue its depth, head, cursor (known when no process has\n"+
-			"it open), the age of its oldest message and its dead letters. --watch\n"+
-			"refreshes it every --interval with rates (appends/s from the next offset,\n"+
+			"it open), the age of its oldest message and its dead letters.\n"+
+			"On a store (many queues in one directory) it shows the store's totals,\n"+
+			"its message log's figures and its deepest queues (--json: every queue).\n"+
+			"--watch refreshes it every --interval with rates (appends/s from the next offset,\n"+
 			"bytes/s, depth/s, deleted/s) until interrupted or --count refreshes;\n"+
 			"--json prints one JSON object per refresh instead. Counters that only the owning process knows\n"+
 			"(reads, syncs, in-flight messages) are not seen from here: the metrics\n"+
@@ -97,9 +99,10 @@ func watchStats(ctx context.Context, dir string, interval time.Duration, count i
 type dirStats struct {
 	At        time.Time
 	Dir       string
-	Log       engine.LogStats // of a read-only open: offsets, segments, bytes
-	DiskBytes int64           // what the directory's files take on disk
-	Queue     *queueStats     // nil for a plain log
+	Log       engine.LogStats    // of a read-only open: offsets, segments, bytes
+	DiskBytes int64              // what the directory's files take on disk
+	Queue     *queueStats        // nil for a plain log
+	Store     *queue.StoreStatus // a store's (Log is its message log's); nil for a log or queue
 	// Owner is the process that has the log open for writing (0: none),
 	// and Mapped the segments it maps, when OwnerKnown (see logOwner).
 	Owner      int
@@ -119,6 +122,11 @@ type queueStats struct {
 // readDirStats reads the figures of the log or queue in dir without a lock.
 func readDirStats(dir string) (dirStats, error) {
 	st := dirStats{At: time.Now(), Dir: dir}
+	if ok, err := queue.IsStore(dir); err != nil {
+		return st, err
+	} else if ok {
+		return readStoreStats(st)
+	}
 	// Before this process maps anything of the log itself.
 	st.Owner, st.Mapped, st.OwnerKnown = logOwner(dir)
 	isQueue, err := queue.IsQueue(dir)
@@ -287,8 +295,11 @@ func (w *statsWriter) write(cur, prev *dirStats) error {
 // shown once there are two reads ("-" before, when watching).
 func writeStatsScreen(w io.Writer, st *dirStats, r *rates, watching bool) {
 	kind := "log"
-	if st.Queue != nil {
+	switch {
+	case st.Queue != nil:
 		kind = "queue"
+	case st.Store != nil:
+		kind = "store"
 	}
 	fmt.Fprintf(w, "pagelog stats %s (%s) at %s\n\n", st.Dir, kind, st.At.Format("2006-01-02 15:04:05"))
 	pair := func(k1 string, v1 any, k2 string, v2 any) {
@@ -330,6 +341,9 @@ func writeStatsScreen(w io.Writer, st *dirStats, r *rates, watching bool) {
 		pair("deleted", q.Deleted, "lost", q.Lost)
 		pair("dead letters", q.DeadLetters, "checkpoint", ck)
 	}
+	if st.Store != nil {
+		writeStoreScreen(w, st.Store)
+	}
 	if r == nil && !watching {
 		return
 	}
@@ -369,6 +383,7 @@ type statsJSON struct {
 	OwnerPID       *int `json:"owner_pid"`
 	MappedSegments *int `json:"mapped_segments"`
 	*queueJSON
+	*storeJSON
 	*rates
 }
 
@@ -396,6 +411,9 @@ func newStatsJSON(st *dirStats, r *rates) statsJSON {
 			pid := st.Owner
 			o.OwnerPID = &pid
 		}
+	}
+	if st.Store != nil {
+		o.Kind, o.storeJSON = "store", newStoreJSON(st.Store)
 	}
 	if q := st.Queue; q != nil {
 		o.Kind = "queue"

@@ -23,13 +23,20 @@ func runVerify(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			"receive-count log say (lines starting with \"queue\"), with the records\n"+
 			"they lost, and verifies the delete log. Exits 0 when all is\n"+
 			"healthy, 1 otherwise, naming the first damaged record. Opens everything\n"+
-			"read-only.", stderr)
+			"read-only. On a store (many queues in one directory) it verifies each of\n"+
+			"its logs (a report under a line \"== log NAME/\"), reports what its records\n"+
+			"say (queues, orphan records, damaged records: lines starting \"store\"),\n"+
+			"then opens the store for writing, as its owner would, and checks that every\n"+
+			"queue opens (skipped while another process has the store open).", stderr)
 	dir := fs.String("dir", "", "log `directory`")
 	if st := parseFlags(fs, args); st >= 0 {
 		return st
 	}
 	if st := requireDir(fs, *dir); st >= 0 {
 		return st
+	}
+	if ok, _ := queue.IsStore(*dir); ok {
+		return verifyStore(*dir, stdout, stderr)
 	}
 
 	l, err := engine.OpenReadOnly(*dir, engine.Options{})
