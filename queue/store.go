@@ -44,7 +44,8 @@ type Store struct {
 	closed  bool
 	closing atomic.Bool
 
-	ckMu      sync.Mutex // serializes the store's checkpoints
+	paused    atomic.Int32 // PauseDrops in force
+	ckMu      sync.Mutex   // serializes the store's checkpoints
 	headBytes int64      // bytes of live head records (heads log compaction)
 	ckErr     atomic.Pointer[error]
 
@@ -620,6 +621,20 @@ func (s *Store) headOf(sq *storeQueue) (headState, bool) {
 	return sq.head, sq.hasHead
 }
 
+// PauseDrops keeps the store's checkpoints from removing segments of its
+// shared logs until resume is called (once; later calls do nothing): a
+// reader of the store's files beside it (StoreMessages, a snapshot of
+// every queue) then finds every record that was there when it began.
+// Everything else goes on; the segments below every head stay on disk
+// until the first checkpoint after the last resume.
+func (s *Store) PauseDrops() (resume func()) {
+	s.paused.Add(1)
+	// A checkpoint that looked before the count went up ends first.
+	s.ckMu.Lock()
+	s.ckMu.Unlock()
+	return sync.OnceFunc(func() { s.paused.Add(-1) })
+}
+
 // Checkpoint writes the heads of the queues that changed and syncs them,
 // and removes the shared segments no queue needs any more, now rather
 // than at the next CheckpointInterval.
@@ -747,6 +762,9 @@ func (s *Store) holders() []*storeQueue {
 // dropShared removes the segments of the shared logs that lie wholly
 // below every queue's first record in them.
 func (s *Store) dropShared() error {
+	if s.paused.Load() > 0 {
+		return nil // the next checkpoint after the last resume drops
+	}
 	logs := []*sharedLog{s.msgs, s.dels, s.recvs}
 	several := false
 	for _, sh := range logs {

@@ -319,3 +319,33 @@ func TestStoreNewQueueNeverTakesTheIDOfALostQueue(t *testing.T) {
 		t.Fatalf("new queue b took id %d, the id of lost queue a, whose head survives", lost)
 	}
 }
+
+func TestStorePauseDropsKeepsSharedSegmentsUntilResume(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{Log: engine.Options{SegmentBytes: 4 << 10}})
+	defer s.Close()
+	q := mustQueue(t, s, "q")
+	resume := s.PauseDrops()
+	body := make([]byte, 500)
+	for range 100 {
+		if _, err := q.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		m, _ := receiveBody(t, q)
+		if err := q.Delete(m.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	paused := storeSegments(t, dir)
+	resume()
+	resume() // a second call does nothing
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if after := storeSegments(t, dir); paused < 10 || after > 3 {
+		t.Fatalf("segments: %d while paused (want the ~13 written), %d after resume (want at most 3)", paused, after)
+	}
+}
