@@ -46,7 +46,7 @@ type Store struct {
 
 	paused    atomic.Int32 // PauseDrops in force
 	ckMu      sync.Mutex   // serializes the store's checkpoints
-	headBytes int64      // bytes of live head records (heads log compaction)
+	headBytes int64        // bytes of live head records (heads log compaction)
 	ckErr     atomic.Pointer[error]
 
 	recovery StoreRecovery
