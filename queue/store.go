@@ -330,6 +330,7 @@ func (s *Store) load() error {
 		}
 	}
 	deleted := map[uint32]bool{}
+	created := map[uint32]bool{} // ids given a name: an id is never given twice
 	for r, err := range s.names.Records(s.names.First()) {
 		if err != nil {
 			if !errors.Is(err, engine.ErrTrimmed) {
@@ -351,6 +352,13 @@ func (s *Store) load() error {
 				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q", engine.ErrCorrupt, r.Offset, id, name))
 				continue
 			}
+			if created[id] {
+				// The records of the id are its first name's: a second
+				// name would get them.
+				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q, created before", engine.ErrCorrupt, r.Offset, id, name))
+				continue
+			}
+			created[id] = true
 			if old := s.byName[name]; old != nil {
 				delete(s.byID, old.id) // a later creation of the name wins
 			}

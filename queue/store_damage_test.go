@@ -1,0 +1,86 @@
+package queue
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/pagelog/pagelog/engine"
+)
+
+// appendStoreRecords appends bodies to the store log sub of the closed
+// store in dir, as damage or a foreign writer would leave them.
+func appendStoreRecords(t *testing.T, dir, sub string, bodies ...[]byte) {
+	t.Helper()
+	l, err := engine.Open(filepath.Join(dir, sub), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bodies {
+		if _, err := l.Append(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func storeQueueID(t *testing.T, s *Store, name string) uint32 {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sq := s.byName[name]
+	if sq == nil {
+		t.Fatalf("no queue %q", name)
+	}
+	return sq.id
+}
+
+// A names record that creates an id a name already holds is damage: the
+// second name never gets the first's messages, and the first keeps them.
+func TestStoreNamesRecordNamingAnIDTwiceKeepsMessagesInTheirQueue(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	a := mustQueue(t, s, "a")
+	if _, err := a.Send([]byte("of a")); err != nil {
+		t.Fatal(err)
+	}
+	id := storeQueueID(t, s, "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	appendStoreRecords(t, dir, storeNamesDir, encodeName(nameCreate, id, "b"))
+
+	s = openTestStore(t, dir, StoreOptions{})
+	if len(s.Recovery().Damaged) == 0 {
+		t.Error("a second creation of one id is not reported damaged")
+	}
+	b := mustQueue(t, s, "b")
+	if m, ok, _ := b.TryReceive(); ok {
+		t.Fatalf("queue b hands out %q, a message sent to a", m.Body)
+	}
+	if _, err := b.Send([]byte("of b")); err != nil {
+		t.Fatal(err)
+	}
+	a = mustQueue(t, s, "a")
+	if _, body := receiveBody(t, a); body != "of a" {
+		t.Fatalf("a hands out %q, want its own message", body)
+	}
+	if m, ok, _ := a.TryReceive(); ok {
+		t.Fatalf("a hands out %q too", m.Body)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	a = mustQueue(t, s, "a")
+	if _, body := receiveBody(t, a); body != "of a" {
+		t.Fatalf("after reopen a hands out %q, want its own message", body)
+	}
+	if m, ok, _ := a.TryReceive(); ok {
+		t.Fatalf("after reopen a hands out %q too", m.Body)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
