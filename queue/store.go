@@ -385,6 +385,9 @@ func (s *Store) load() error {
 			continue
 		}
 		id := binary.BigEndian.Uint32(r.Body)
+		// An id with a head was given out, even if its create is lost:
+		// a queue created later must not take it (and its head).
+		maxID = max(maxID, id)
 		h, err := decodeHead(r.Body[4:])
 		if err != nil {
 			damaged("heads log", fmt.Errorf("record %d: %w", r.Offset, err))

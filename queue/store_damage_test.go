@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pagelog/pagelog/engine"
 )
@@ -82,5 +84,44 @@ func TestStoreNamesRecordNamingAnIDTwiceKeepsMessagesInTheirQueue(t *testing.T) 
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A heads record of an id no queue holds (its create lost, or foreign)
+// never becomes the head of a queue created later: that queue's messages
+// below the record's head would count as deleted.
+func TestStoreHeadsRecordOfUnknownIDIsNeverANewQueuesHead(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	mustQueue(t, s, "a")
+	next := storeQueueID(t, s, "a") + 1
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 4, 4+headSize)
+	body[3] = byte(next) // ids are small here
+	body = append(body, encodeHead(headState{head: 5, end: 5, sides: true})...)
+	appendStoreRecords(t, dir, storeHeadsDir, body)
+
+	clock := NewManualClock(time.Unix(1e9, 0)) // no checkpoint runs
+	s = openTestStore(t, dir, StoreOptions{Clock: clock, Log: engine.Options{Sync: engine.SyncAlways}})
+	b := mustQueue(t, s, "b")
+	for i := range 3 {
+		if _, err := b.Send(fmt.Appendf(nil, "b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := t.TempDir()
+	copyTree(t, dir, crashed) // a crash: no Close, no checkpoint
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, crashed, StoreOptions{})
+	defer s.Close()
+	b = mustQueue(t, s, "b")
+	for i := range 3 {
+		if _, body := receiveBody(t, b); body != fmt.Sprintf("b%d", i) {
+			t.Fatalf("b hands out %q, want b%d", body, i)
+		}
 	}
 }
