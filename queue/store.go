@@ -429,7 +429,7 @@ func (s *Store) load() error {
 				continue
 			}
 			if !sh.view(sq).push(a.QueueOffset, r.Offset) {
-				damaged(sh.what, fmt.Errorf("%w: record %d repeats offset %d of queue %q", engine.ErrCorrupt, r.Offset, a.QueueOffset, sq.name))
+				damaged(sh.what, fmt.Errorf("%w: record %d has offset %d of queue %q, at or below one before it or far past it", engine.ErrCorrupt, r.Offset, a.QueueOffset, sq.name))
 			}
 		}
 	}

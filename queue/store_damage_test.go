@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -123,5 +125,69 @@ func TestStoreHeadsRecordOfUnknownIDIsNeverANewQueuesHead(t *testing.T) {
 		if _, body := receiveBody(t, b); body != fmt.Sprintf("b%d", i) {
 			t.Fatalf("b hands out %q, want b%d", body, i)
 		}
+	}
+}
+
+// A record of the message log whose queue attribute names an offset far
+// past its queue's end (a foreign writer) is stepped over, reported, and
+// costs neither a hang nor memory for the offsets it skips.
+func TestStoreRecordWithFarQueueOffsetIsDamage(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	a := mustQueue(t, s, "a")
+	if _, err := a.Send([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	id := storeQueueID(t, s, "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := engine.Open(filepath.Join(dir, storeMessagesDir), engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, off := range []uint64{1 << 40, 1<<64 - 1} {
+		if _, err := l.AppendWith([]byte("far"), &engine.Attrs{HasQueue: true, Queue: id, QueueOffset: off}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	a = mustQueue(t, s, "a")
+	if _, body := receiveBody(t, a); body != "a0" {
+		t.Fatalf("a hands out %q, want a0", body)
+	}
+	if m, ok, _ := a.TryReceive(); ok {
+		t.Fatalf("a hands out %q at %d", m.Body, m.Offset)
+	}
+	if off, err := a.Send([]byte("a1")); err != nil || off > 1<<20 {
+		t.Fatalf("Send after the far records = %d, %v", off, err)
+	}
+}
+
+// A head record whose end lies far past its queue's records (a forged
+// record: a power failure loses far fewer) fails the queue's open with a
+// clear error instead of a map of every offset skipped.
+func TestStoreHeadFarPastItsQueueIsAClearError(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	a := mustQueue(t, s, "a")
+	if _, err := a.Send([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	id := storeQueueID(t, s, "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	body := binary.BigEndian.AppendUint32(nil, id)
+	body = append(body, encodeHead(headState{end: 1 << 40, sides: true})...)
+	appendStoreRecords(t, dir, storeHeadsDir, body)
+	s = openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	if _, err := s.Queue("a"); !errors.Is(err, engine.ErrCorrupt) {
+		t.Fatalf("Queue of a queue whose head lies far past it = %v, want ErrCorrupt", err)
 	}
 }
