@@ -29,6 +29,21 @@ func appendStoreRecords(t *testing.T, dir, sub string, bodies ...[]byte) {
 	}
 }
 
+// storeOfOneMessage makes a store in dir whose queue "a" holds the
+// message "a0", closes it and returns a's id.
+func storeOfOneMessage(t *testing.T, dir string) uint32 {
+	t.Helper()
+	s := openTestStore(t, dir, StoreOptions{})
+	if _, err := mustQueue(t, s, "a").Send([]byte("a0")); err != nil {
+		t.Fatal(err)
+	}
+	id := storeQueueID(t, s, "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func storeQueueID(t *testing.T, s *Store, name string) uint32 {
 	t.Helper()
 	s.mu.Lock()
@@ -133,15 +148,7 @@ func TestStoreHeadsRecordOfUnknownIDIsNeverANewQueuesHead(t *testing.T) {
 // costs neither a hang nor memory for the offsets it skips.
 func TestStoreRecordWithFarQueueOffsetIsDamage(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStore(t, dir, StoreOptions{})
-	a := mustQueue(t, s, "a")
-	if _, err := a.Send([]byte("a0")); err != nil {
-		t.Fatal(err)
-	}
-	id := storeQueueID(t, s, "a")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	id := storeOfOneMessage(t, dir)
 	l, err := engine.Open(filepath.Join(dir, storeMessagesDir), engine.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -154,9 +161,9 @@ func TestStoreRecordWithFarQueueOffsetIsDamage(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = openTestStore(t, dir, StoreOptions{})
+	s := openTestStore(t, dir, StoreOptions{})
 	defer s.Close()
-	a = mustQueue(t, s, "a")
+	a := mustQueue(t, s, "a")
 	if _, body := receiveBody(t, a); body != "a0" {
 		t.Fatalf("a hands out %q, want a0", body)
 	}
@@ -173,19 +180,11 @@ func TestStoreRecordWithFarQueueOffsetIsDamage(t *testing.T) {
 // clear error instead of a map of every offset skipped.
 func TestStoreHeadFarPastItsQueueIsAClearError(t *testing.T) {
 	dir := t.TempDir()
-	s := openTestStore(t, dir, StoreOptions{})
-	a := mustQueue(t, s, "a")
-	if _, err := a.Send([]byte("a0")); err != nil {
-		t.Fatal(err)
-	}
-	id := storeQueueID(t, s, "a")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	id := storeOfOneMessage(t, dir)
 	body := binary.BigEndian.AppendUint32(nil, id)
 	body = append(body, encodeHead(headState{end: 1 << 40, sides: true})...)
 	appendStoreRecords(t, dir, storeHeadsDir, body)
-	s = openTestStore(t, dir, StoreOptions{})
+	s := openTestStore(t, dir, StoreOptions{})
 	defer s.Close()
 	if _, err := s.Queue("a"); !errors.Is(err, engine.ErrCorrupt) {
 		t.Fatalf("Queue of a queue whose head lies far past it = %v, want ErrCorrupt", err)
