@@ -163,6 +163,13 @@ type storeQueue struct {
 	q      *Queue     // nil until opened
 }
 
+// queueOf is a queue of the store and its Queue (nil when not opened),
+// read together under Store.mu, where Store.queue sets it.
+type queueOf struct {
+	sq *storeQueue
+	q  *Queue
+}
+
 // storeRef ties a Queue to its store.
 type storeRef struct {
 	s  *Store
@@ -670,15 +677,15 @@ func (s *Store) checkpoint(final bool) error {
 		}
 	}
 	s.mu.Lock()
-	var open []*storeQueue
+	var open []queueOf
 	for _, sq := range s.byID {
 		if sq.q != nil && (final || sq.keep || sq.dirty.Load() || s.holds(sq)) {
-			open = append(open, sq)
+			open = append(open, queueOf{sq, sq.q}) // sq.q is set under s.mu
 		}
 	}
 	s.mu.Unlock()
-	for _, sq := range open {
-		q := sq.q
+	for _, e := range open {
+		sq, q := e.sq, e.q
 		if q.closed.Load() && !final {
 			continue
 		}
@@ -863,9 +870,9 @@ func (s *Store) Names() []string {
 // Stats returns the store's totals and its deepest queues.
 func (s *Store) Stats() StoreStats {
 	s.mu.Lock()
-	qs := make([]*storeQueue, 0, len(s.byID))
+	qs := make([]queueOf, 0, len(s.byID))
 	for _, sq := range s.byID {
-		qs = append(qs, sq)
+		qs = append(qs, queueOf{sq, sq.q}) // sq.q is set under s.mu
 	}
 	s.mu.Unlock()
 	st := StoreStats{Queues: len(qs), Log: s.msgs.l.Stats()}
@@ -873,9 +880,10 @@ func (s *Store) Stats() StoreStats {
 		st.CheckpointError = *p
 	}
 	depths := make([]QueueDepth, 0, len(qs))
-	for _, sq := range qs {
+	for _, e := range qs {
+		sq := e.sq
 		d := QueueDepth{Name: sq.name}
-		if q := sq.q; q != nil && !q.closed.Load() {
+		if q := e.q; q != nil && !q.closed.Load() {
 			st.Open++
 			d.Messages, d.InFlight = q.depth()
 		} else {
