@@ -513,6 +513,13 @@ func (s *Store) queue(name string, o QueueOptions, owner *Queue) (*Queue, error)
 		return nil, fmt.Errorf("pagelog: queue %q of store %s: %w", name, s.dir, err)
 	}
 	s.mu.Lock()
+	if s.closed {
+		// Close ran while this opened, and closes only the queues it
+		// found: this one is closed here, its receivers woken.
+		s.mu.Unlock()
+		_ = q.close()
+		return nil, fmt.Errorf("pagelog: store %s: %w", s.dir, engine.ErrClosed)
+	}
 	sq.q = q
 	s.mu.Unlock()
 	return q, nil

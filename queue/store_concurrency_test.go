@@ -124,3 +124,39 @@ func TestStoreQueueOfOneNewNameFromManyGoroutinesIsOneQueue(t *testing.T) {
 		t.Fatalf("after reopen: %d queues, %d messages, want 1 and 32", st.Queues, st.Messages)
 	}
 }
+
+// A queue whose open is under way when Store.Close runs is closed too:
+// its receivers return ErrClosed rather than wait on closed logs.
+func TestStoreCloseEndsReceiversOfQueuesOpenedDuringIt(t *testing.T) {
+	rounds := 10
+	if testing.Short() {
+		rounds = 3
+	}
+	for round := range rounds {
+		s := openTestStore(t, t.TempDir(), StoreOptions{})
+		var wg, openers sync.WaitGroup
+		for g := range 4 {
+			openers.Add(1)
+			go func() {
+				defer openers.Done()
+				for k := 0; ; k++ {
+					q, err := s.Queue(fmt.Sprintf("q%d-%d", g, k))
+					if err != nil {
+						return
+					}
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if _, err := q.Receive(context.Background()); !errors.Is(err, engine.ErrClosed) {
+							t.Errorf("Receive = %v, want ErrClosed", err)
+						}
+					}()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(1+round%4) * time.Millisecond)
+		_ = s.Close()
+		openers.Wait()
+		waitGroupWithin(t, &wg, 10*time.Second, fmt.Sprintf("round %d: receivers after Close", round))
+	}
+}
