@@ -50,6 +50,10 @@ type messageLog interface {
 	// oldestSegment returns the offsets that begin the log's two oldest
 	// segments: the oldest holds [b0, b1).
 	oldestSegment() (b0, b1 uint64, ok bool)
+	// moveLimit is the most live messages moved for the first time that
+	// the oldest segment, holding [b0, b1), may hold for a move to take
+	// them: an eighth of its records, at most MaxMovedPerSegment.
+	moveLimit(b0, b1 uint64) int
 }
 
 // dirLog is the message log of a queue that owns its directory.
@@ -59,6 +63,8 @@ type dirLog struct {
 }
 
 func (l dirLog) segments() int { return l.Stats().Segments }
+
+func (l dirLog) moveLimit(b0, b1 uint64) int { return moveLimit(b0, b1) }
 
 // oldestSegment reads the segment names from the directory (the engine
 // does not list its segments).

@@ -115,7 +115,7 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	live, ok := q.liveIn(b0, b1)
-	if !ok || len(live) > moveLimit(b0, b1) && !q.copiesWorthMoving(b1, len(live)) {
+	if !ok || len(live) > q.log.moveLimit(b0, b1) && !q.copiesWorthMoving(b1, len(live)) {
 		q.mv.refused = key
 		return 0, nil
 	}
@@ -140,7 +140,7 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 // small segment's records, no move took that segment again, and the head
 // stayed on it with every segment after it, until the messages finished.
 func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
-	limit := moveLimit(b0, b1)
+	limit := q.log.moveLimit(b0, b1)
 	head := max(q.t.Head(), b0)
 	var live []int32
 	firsts := 0

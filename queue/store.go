@@ -697,6 +697,9 @@ func (s *Store) checkpoint(final bool) error {
 			continue
 		}
 		sq.dirty.Store(false)
+		if s.holdsLocking(sq) {
+			q.readAhead()
+		}
 		q.ck.mu.Lock()
 		if !q.ck.stopped || final {
 			errs = append(errs, q.checkpoint())
@@ -724,6 +727,42 @@ func (s *Store) holds(sq *storeQueue) bool {
 	return sq.msgs.segments() > limit
 }
 
+func (s *Store) holdsLocking(sq *storeQueue) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds(sq)
+}
+
+// readAhead moves q's cursor to the end of its records in the oldest
+// segment of the message log, making the messages it passes ready (or
+// delayed, waiting, dying, as a receive would): a move takes only the
+// messages the queue has looked at, and a queue of a store holds the
+// shared log whether or not anyone receives from it.
+func (q *Queue) readAhead() {
+	_, b1, ok := q.log.oldestSegment()
+	if !ok {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return
+	}
+	now := q.now()
+	for c := q.t.Cursor(); c < b1 && c < q.end(); c = q.t.Cursor() {
+		i, r, _, found, err := q.scan(now)
+		if err != nil {
+			break
+		}
+		if found {
+			r.Release()
+			q.es.set(i, stReady, 0)
+			q.waiters.wake(1)
+		}
+	}
+	q.armTimer(now)
+}
+
 // holders returns the queues not open in this process that hold the
 // oldest segment of the message log or the delete log while that log has
 // more segments than a queue may hold: opened, their checkpoints move
@@ -739,12 +778,16 @@ func (s *Store) holders() []*storeQueue {
 		return nil
 	}
 	for _, sq := range s.byID {
-		if sq.q != nil || sq.name != trimDead(sq.name) {
-			continue // open, or a dead-letter queue: opened by its source
+		if sq.q != nil && !sq.q.closed.Load() {
+			continue // open: its checkpoint moves
 		}
-		if nm > limit && sq.msgs.segments() >= nm || nd > limit && sq.dels.segments() >= nd {
-			out = append(out, sq)
+		if !(nm > limit && sq.msgs.segments() >= nm || nd > limit && sq.dels.segments() >= nd) {
+			continue
 		}
+		if src := s.byName[trimDead(sq.name)]; src != nil && src != sq {
+			sq = src // a dead-letter queue opens with its source
+		}
+		out = append(out, sq)
 	}
 	return out
 }

@@ -412,3 +412,18 @@ func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
 	}
 	return v.First(), v.offsetAt(end), true
 }
+
+// moveLimit measures the oldest segment by the shared log's records in
+// it, every queue's: the queue's own records there are few however
+// sparse the segment is for it.
+func (v *storeView) moveLimit(b0, b1 uint64) int {
+	p, ok := v.low()
+	if !ok {
+		return moveLimit(b0, b1)
+	}
+	i, _, end := v.sh.l.SegmentOf(p)
+	if i == 0 {
+		p = min(p, v.sh.l.First()) // the oldest segment's records begin at the log's
+	}
+	return moveLimit(p, max(p, end))
+}
