@@ -326,6 +326,44 @@ func encodeName(op byte, id uint32, name string) []byte {
 	return b
 }
 
+// decodeName decodes a record of the names log: op, queue id and, for a
+// creation, the queue's name. A record of another size or op, or a
+// creation whose name is not a queue's (nor a dead-letter queue's), is an
+// error wrapping engine.ErrCorrupt.
+func decodeName(b []byte) (op byte, id uint32, name string, err error) {
+	if len(b) < 5 {
+		return 0, 0, "", fmt.Errorf("%w: names record of %d bytes", engine.ErrCorrupt, len(b))
+	}
+	op, id = b[0], binary.BigEndian.Uint32(b[1:])
+	switch op {
+	case nameCreate:
+		name = string(b[5:])
+		if CheckQueueName(name) != nil && CheckQueueName(trimDead(name)) != nil {
+			return 0, 0, "", fmt.Errorf("%w: names record creates queue %d as %q", engine.ErrCorrupt, id, name)
+		}
+	case nameDelete:
+		if len(b) != 5 {
+			return 0, 0, "", fmt.Errorf("%w: names record deleting queue %d has %d bytes", engine.ErrCorrupt, id, len(b))
+		}
+	default:
+		return 0, 0, "", fmt.Errorf("%w: names record has op %d", engine.ErrCorrupt, op)
+	}
+	return op, id, name, nil
+}
+
+// decodeHeadRecord decodes a record of the heads log: a queue id and its
+// head.
+func decodeHeadRecord(b []byte) (uint32, headState, error) {
+	if len(b) < 4 {
+		return 0, headState{}, fmt.Errorf("%w: heads record of %d bytes", engine.ErrCorrupt, len(b))
+	}
+	h, err := decodeHead(b[4:])
+	if err != nil {
+		return 0, headState{}, err
+	}
+	return binary.BigEndian.Uint32(b), h, nil
+}
+
 // load reads the store's logs and builds its queues' maps.
 func (s *Store) load() error {
 	rec := &s.recovery
@@ -345,18 +383,16 @@ func (s *Store) load() error {
 			}
 			continue
 		}
-		b := r.Body
-		if len(b) < 5 {
-			damaged("names log", fmt.Errorf("%w: record %d has %d bytes", engine.ErrCorrupt, r.Offset, len(b)))
+		op, id, name, err := decodeName(r.Body)
+		if err != nil {
+			damaged("names log", fmt.Errorf("record %d: %w", r.Offset, err))
 			continue
 		}
-		id := binary.BigEndian.Uint32(b[1:])
 		maxID = max(maxID, id)
-		switch b[0] {
+		switch op {
 		case nameCreate:
-			name := string(b[5:])
-			if CheckQueueName(name) != nil && CheckQueueName(trimDead(name)) != nil || deleted[id] {
-				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q", engine.ErrCorrupt, r.Offset, id, name))
+			if deleted[id] {
+				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q, deleted before", engine.ErrCorrupt, r.Offset, id, name))
 				continue
 			}
 			if created[id] {
@@ -376,8 +412,6 @@ func (s *Store) load() error {
 				delete(s.byID, id)
 				delete(s.byName, sq.name)
 			}
-		default:
-			damaged("names log", fmt.Errorf("%w: record %d has op %d", engine.ErrCorrupt, r.Offset, b[0]))
 		}
 	}
 	for r, err := range s.heads.Records(s.heads.First()) {
@@ -387,19 +421,14 @@ func (s *Store) load() error {
 			}
 			continue
 		}
-		if len(r.Body) < 4 {
-			damaged("heads log", fmt.Errorf("%w: record %d has %d bytes", engine.ErrCorrupt, r.Offset, len(r.Body)))
-			continue
-		}
-		id := binary.BigEndian.Uint32(r.Body)
-		// An id with a head was given out, even if its create is lost:
-		// a queue created later must not take it (and its head).
-		maxID = max(maxID, id)
-		h, err := decodeHead(r.Body[4:])
+		id, h, err := decodeHeadRecord(r.Body)
 		if err != nil {
 			damaged("heads log", fmt.Errorf("record %d: %w", r.Offset, err))
 			continue
 		}
+		// An id with a head was given out, even if its create is lost:
+		// a queue created later must not take it (and its head).
+		maxID = max(maxID, id)
 		if sq := s.byID[id]; sq != nil {
 			if !sq.hasHead {
 				s.headBytes += int64(len(r.Body))
