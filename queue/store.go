@@ -408,9 +408,19 @@ func (s *Store) load() error {
 			s.addQueue(name, id)
 		case nameDelete:
 			deleted[id] = true
-			if sq := s.byID[id]; sq != nil {
-				delete(s.byID, id)
-				delete(s.byName, sq.name)
+			sq := s.byID[id]
+			if sq == nil {
+				continue
+			}
+			delete(s.byID, id)
+			delete(s.byName, sq.name)
+			// Its dead-letter queue goes with it: DeleteQueue writes that
+			// delete record second, and a crash between would leave the
+			// dead letters to a queue created again under the name.
+			if d := s.byName[sq.name+deadSuffix]; d != nil && trimDead(sq.name) == sq.name {
+				deleted[d.id] = true
+				delete(s.byID, d.id)
+				delete(s.byName, d.name)
 			}
 		}
 	}

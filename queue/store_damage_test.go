@@ -190,3 +190,35 @@ func TestStoreHeadFarPastItsQueueIsAClearError(t *testing.T) {
 		t.Fatalf("Queue of a queue whose head lies far past it = %v, want ErrCorrupt", err)
 	}
 }
+
+// A crash inside DeleteQueue after the queue's delete record and before
+// its dead-letter queue's: the dead letters go with their queue, and a
+// queue created again under the name starts with no dead letters.
+func TestStoreDeleteQueueCutBeforeItsDeadLettersStartsTheNameEmpty(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	o := StoreOptions{MaxReceives: 1, Visibility: time.Second, Clock: clock}
+	s := openTestStore(t, dir, o)
+	a := mustQueue(t, s, "a")
+	if _, err := a.Send([]byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	receiveBody(t, a)
+	clock.Advance(2 * time.Second)
+	waitFor(t, "the move to the dead letters", func() bool { return a.DeadLetter().Stats().Messages == 1 })
+	id := storeQueueID(t, s, "a")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	appendStoreRecords(t, dir, storeNamesDir, encodeName(nameDelete, id, ""))
+
+	s = openTestStore(t, dir, o)
+	defer s.Close()
+	if got := s.Names(); len(got) != 0 {
+		t.Fatalf("Names after the cut DeleteQueue = %q, want none", got)
+	}
+	a = mustQueue(t, s, "a")
+	if m, ok, _ := a.DeadLetter().TryReceive(); ok {
+		t.Fatalf("a queue created again under a deleted name has the old dead letter %q", m.Body)
+	}
+}
