@@ -50,11 +50,10 @@ type messageLog interface {
 	// oldestSegment returns the offsets that begin the log's two oldest
 	// segments: the oldest holds [b0, b1).
 	oldestSegment() (b0, b1 uint64, ok bool)
-	// segmentRecords returns how many records the segment that holds
-	// the queue's records [b0, b1) holds: the queue's own in a log of
-	// its own, every queue's in a store's shared log (the moves compare
-	// a segment's live messages with it).
-	segmentRecords(b0, b1 uint64) uint64
+	// moveLimit is the most live messages moved for the first time that
+	// the oldest segment, holding [b0, b1), may hold for a move to take
+	// them: an eighth of its records, at most MaxMovedPerSegment.
+	moveLimit(b0, b1 uint64) int
 }
 
 // dirLog is the message log of a queue that owns its directory.
@@ -65,7 +64,7 @@ type dirLog struct {
 
 func (l dirLog) segments() int { return l.Stats().Segments }
 
-func (l dirLog) segmentRecords(b0, b1 uint64) uint64 { return b1 - b0 }
+func (l dirLog) moveLimit(b0, b1 uint64) int { return moveLimit(b0, b1) }
 
 // oldestSegment reads the segment names from the directory (the engine
 // does not list its segments).

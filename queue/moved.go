@@ -107,15 +107,6 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	head, cursor := q.t.Head(), q.t.Cursor()
-	if cursor < b1 && q.st != nil {
-		// In a store the other queues' appends fill the segments: a
-		// queue whose receivers are idle has not looked at its own
-		// records there (the copies of its last move, most often).
-		if err := q.lookAhead(b1, now); err != nil {
-			return 0, err
-		}
-		cursor = q.t.Cursor()
-	}
 	key = [2]uint64{b0 + 1, head + 1}
 	if head >= b1 || cursor < b1 {
 		// Nothing holds it (the checkpoint drops it), or the queue has not
@@ -124,7 +115,7 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 		return 0, nil
 	}
 	live, ok := q.liveIn(b0, b1)
-	if !ok || len(live) > moveLimit(q.log.segmentRecords(b0, b1)) && !q.copiesWorthMoving(b1, len(live)) {
+	if !ok || len(live) > q.log.moveLimit(b0, b1) && !q.copiesWorthMoving(b1, len(live)) {
 		q.mv.refused = key
 		return 0, nil
 	}
@@ -134,26 +125,6 @@ func (q *Queue) moveHeld(kicked bool) (int, error) {
 	// copy: a segment dense with copies goes over several moves (the head
 	// follows each).
 	return q.moveOut(live[:min(len(live), MaxMovedPerSegment)])
-}
-
-// lookAhead moves the cursor to to (or the end), registering the messages
-// it passes as a receiver's scan does but handing none out: one that could
-// be handed out now is made ready. Called with q.mu held.
-func (q *Queue) lookAhead(to uint64, now int64) error {
-	for c := q.t.Cursor(); c < to; c = q.t.Cursor() {
-		i, r, _, found, err := q.scan(now)
-		if err != nil {
-			return err
-		}
-		if found {
-			r.Release()
-			q.es.set(i, stReady, 0)
-			q.waiters.wake(1)
-		} else if q.t.Cursor() == c {
-			return nil // at the end
-		}
-	}
-	return nil
 }
 
 // liveIn returns the entries of the live messages whose records lie in
@@ -169,7 +140,7 @@ func (q *Queue) lookAhead(to uint64, now int64) error {
 // small segment's records, no move took that segment again, and the head
 // stayed on it with every segment after it, until the messages finished.
 func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
-	limit := moveLimit(q.log.segmentRecords(b0, b1))
+	limit := q.log.moveLimit(b0, b1)
 	head := max(q.t.Head(), b0)
 	var live []int32
 	firsts := 0
@@ -210,10 +181,10 @@ func (q *Queue) liveIn(b0, b1 uint64) ([]int32, bool) {
 	return live, true
 }
 
-// moveLimit is the most live messages moved for the first time that a
-// segment of records records may hold for a move to take them.
-func moveLimit(records uint64) int {
-	return max(1, min(MaxMovedPerSegment, int(records/8)))
+// moveLimit is the most live messages moved for the first time that the
+// segment [b0, b1) may hold for a move to take them.
+func moveLimit(b0, b1 uint64) int {
+	return max(1, min(MaxMovedPerSegment, int((b1-b0)/8)))
 }
 
 // copiesWorthMoving reports whether a move of the oldest segment, whose

@@ -164,6 +164,13 @@ type storeQueue struct {
 	q      *Queue     // nil until opened
 }
 
+// queueOf is a queue of the store and its Queue (nil when not opened),
+// read together under Store.mu, where Store.queue sets it.
+type queueOf struct {
+	sq *storeQueue
+	q  *Queue
+}
+
 // storeRef ties a Queue to its store.
 type storeRef struct {
 	s  *Store
@@ -320,6 +327,44 @@ func encodeName(op byte, id uint32, name string) []byte {
 	return b
 }
 
+// decodeName decodes a record of the names log: op, queue id and, for a
+// creation, the queue's name. A record of another size or op, or a
+// creation whose name is not a queue's (nor a dead-letter queue's), is an
+// error wrapping engine.ErrCorrupt.
+func decodeName(b []byte) (op byte, id uint32, name string, err error) {
+	if len(b) < 5 {
+		return 0, 0, "", fmt.Errorf("%w: names record of %d bytes", engine.ErrCorrupt, len(b))
+	}
+	op, id = b[0], binary.BigEndian.Uint32(b[1:])
+	switch op {
+	case nameCreate:
+		name = string(b[5:])
+		if CheckQueueName(name) != nil && CheckQueueName(trimDead(name)) != nil {
+			return 0, 0, "", fmt.Errorf("%w: names record creates queue %d as %q", engine.ErrCorrupt, id, name)
+		}
+	case nameDelete:
+		if len(b) != 5 {
+			return 0, 0, "", fmt.Errorf("%w: names record deleting queue %d has %d bytes", engine.ErrCorrupt, id, len(b))
+		}
+	default:
+		return 0, 0, "", fmt.Errorf("%w: names record has op %d", engine.ErrCorrupt, op)
+	}
+	return op, id, name, nil
+}
+
+// decodeHeadRecord decodes a record of the heads log: a queue id and its
+// head.
+func decodeHeadRecord(b []byte) (uint32, headState, error) {
+	if len(b) < 4 {
+		return 0, headState{}, fmt.Errorf("%w: heads record of %d bytes", engine.ErrCorrupt, len(b))
+	}
+	h, err := decodeHead(b[4:])
+	if err != nil {
+		return 0, headState{}, err
+	}
+	return binary.BigEndian.Uint32(b), h, nil
+}
+
 // load reads the store's logs and builds its queues' maps.
 func (s *Store) load() error {
 	rec := &s.recovery
@@ -331,6 +376,7 @@ func (s *Store) load() error {
 		}
 	}
 	deleted := map[uint32]bool{}
+	created := map[uint32]bool{} // ids given a name: an id is never given twice
 	for r, err := range s.names.Records(s.names.First()) {
 		if err != nil {
 			if !errors.Is(err, engine.ErrTrimmed) {
@@ -338,32 +384,45 @@ func (s *Store) load() error {
 			}
 			continue
 		}
-		b := r.Body
-		if len(b) < 5 {
-			damaged("names log", fmt.Errorf("%w: record %d has %d bytes", engine.ErrCorrupt, r.Offset, len(b)))
+		op, id, name, err := decodeName(r.Body)
+		if err != nil {
+			damaged("names log", fmt.Errorf("record %d: %w", r.Offset, err))
 			continue
 		}
-		id := binary.BigEndian.Uint32(b[1:])
 		maxID = max(maxID, id)
-		switch b[0] {
+		switch op {
 		case nameCreate:
-			name := string(b[5:])
-			if CheckQueueName(name) != nil && CheckQueueName(trimDead(name)) != nil || deleted[id] {
-				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q", engine.ErrCorrupt, r.Offset, id, name))
+			if deleted[id] {
+				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q, deleted before", engine.ErrCorrupt, r.Offset, id, name))
 				continue
 			}
+			if created[id] {
+				// The records of the id are its first name's: a second
+				// name would get them.
+				damaged("names log", fmt.Errorf("%w: record %d names queue %d %q, created before", engine.ErrCorrupt, r.Offset, id, name))
+				continue
+			}
+			created[id] = true
 			if old := s.byName[name]; old != nil {
 				delete(s.byID, old.id) // a later creation of the name wins
 			}
 			s.addQueue(name, id)
 		case nameDelete:
 			deleted[id] = true
-			if sq := s.byID[id]; sq != nil {
-				delete(s.byID, id)
-				delete(s.byName, sq.name)
+			sq := s.byID[id]
+			if sq == nil {
+				continue
 			}
-		default:
-			damaged("names log", fmt.Errorf("%w: record %d has op %d", engine.ErrCorrupt, r.Offset, b[0]))
+			delete(s.byID, id)
+			delete(s.byName, sq.name)
+			// Its dead-letter queue goes with it: DeleteQueue writes that
+			// delete record second, and a crash between would leave the
+			// dead letters to a queue created again under the name.
+			if d := s.byName[sq.name+deadSuffix]; d != nil && trimDead(sq.name) == sq.name {
+				deleted[d.id] = true
+				delete(s.byID, d.id)
+				delete(s.byName, d.name)
+			}
 		}
 	}
 	for r, err := range s.heads.Records(s.heads.First()) {
@@ -373,17 +432,14 @@ func (s *Store) load() error {
 			}
 			continue
 		}
-		if len(r.Body) < 4 {
-			damaged("heads log", fmt.Errorf("%w: record %d has %d bytes", engine.ErrCorrupt, r.Offset, len(r.Body)))
-			continue
-		}
-		id := binary.BigEndian.Uint32(r.Body)
-		maxID = max(maxID, id) // a head whose create was lost still claims its id
-		h, err := decodeHead(r.Body[4:])
+		id, h, err := decodeHeadRecord(r.Body)
 		if err != nil {
 			damaged("heads log", fmt.Errorf("record %d: %w", r.Offset, err))
 			continue
 		}
+		// An id with a head was given out, even if its create is lost:
+		// a queue created later must not take it (and its head).
+		maxID = max(maxID, id)
 		if sq := s.byID[id]; sq != nil {
 			if !sq.hasHead {
 				s.headBytes += int64(len(r.Body))
@@ -420,7 +476,7 @@ func (s *Store) load() error {
 				continue
 			}
 			if !sh.view(sq).push(a.QueueOffset, r.Offset) {
-				damaged(sh.what, fmt.Errorf("%w: record %d repeats offset %d of queue %q", engine.ErrCorrupt, r.Offset, a.QueueOffset, sq.name))
+				damaged(sh.what, fmt.Errorf("%w: record %d has offset %d of queue %q, at or below one before it or far past it", engine.ErrCorrupt, r.Offset, a.QueueOffset, sq.name))
 			}
 		}
 	}
@@ -497,6 +553,13 @@ func (s *Store) queue(name string, o QueueOptions, owner *Queue) (*Queue, error)
 		return nil, fmt.Errorf("pagelog: queue %q of store %s: %w", name, s.dir, err)
 	}
 	s.mu.Lock()
+	if s.closed {
+		// Close ran while this opened, and closes only the queues it
+		// found: this one is closed here, its receivers woken.
+		s.mu.Unlock()
+		_ = q.close()
+		return nil, fmt.Errorf("pagelog: store %s: %w", s.dir, engine.ErrClosed)
+	}
 	sq.q = q
 	s.mu.Unlock()
 	return q, nil
@@ -690,19 +753,22 @@ func (s *Store) checkpoint() error {
 		}
 	}
 	s.mu.Lock()
-	var open []*storeQueue
+	var open []queueOf
 	for _, sq := range s.byID {
 		if sq.q != nil && (sq.keep || sq.dirty.Load() || s.holds(sq)) {
-			open = append(open, sq)
+			open = append(open, queueOf{sq, sq.q}) // sq.q is set under s.mu
 		}
 	}
 	s.mu.Unlock()
-	for _, sq := range open {
-		q := sq.q
+	for _, e := range open {
+		sq, q := e.sq, e.q
 		if q.closed.Load() {
 			continue // its Close wrote its last head
 		}
 		sq.dirty.Store(false)
+		if s.holdsLocking(sq) {
+			q.readAhead()
+		}
 		q.ck.mu.Lock()
 		if !q.ck.stopped {
 			errs = append(errs, q.checkpoint())
@@ -730,6 +796,44 @@ func (s *Store) holds(sq *storeQueue) bool {
 	return sq.msgs.segments() > limit
 }
 
+func (s *Store) holdsLocking(sq *storeQueue) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds(sq)
+}
+
+// readAhead moves q's cursor to the end of its records in the oldest
+// segment of the message log, making the messages it passes ready (or
+// delayed, waiting, dying, as a receive would): a move takes only the
+// messages the queue has looked at, and a queue of a store holds the
+// shared log whether or not anyone receives from it.
+func (q *Queue) readAhead() {
+	_, b1, ok := q.log.oldestSegment()
+	if !ok {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed.Load() {
+		return
+	}
+	now := q.now()
+	for c := q.t.Cursor(); c < b1 && c < q.end(); c = q.t.Cursor() {
+		i, r, _, found, err := q.scan(now)
+		if err != nil {
+			break
+		}
+		if found {
+			r.Release()
+			q.es.set(i, stReady, 0)
+			q.waiters.wake(1)
+		} else if q.t.Cursor() == c {
+			break // no way on
+		}
+	}
+	q.armTimer(now)
+}
+
 // holders returns the queues not open in this process that hold the
 // oldest segment of the message log or the delete log while that log has
 // more segments than a queue may hold: opened, their checkpoints move
@@ -745,16 +849,16 @@ func (s *Store) holders() []*storeQueue {
 		return nil
 	}
 	for _, sq := range s.byID {
-		if sq.q != nil {
+		if sq.q != nil && !sq.q.closed.Load() {
+			continue // open: its checkpoint moves
+		}
+		if !(nm > limit && sq.msgs.segments() >= nm || nd > limit && sq.dels.segments() >= nd) {
 			continue
 		}
-		if nm > limit && sq.msgs.segments() >= nm || nd > limit && sq.dels.segments() >= nd {
-			if src := s.byName[trimDead(sq.name)]; src != sq && src != nil {
-				// A dead-letter queue is opened by its source.
-				sq = src
-			}
-			out = append(out, sq)
+		if src := s.byName[trimDead(sq.name)]; src != nil && src != sq {
+			sq = src // a dead-letter queue opens with its source
 		}
+		out = append(out, sq)
 	}
 	return out
 }
@@ -904,9 +1008,9 @@ func (s *Store) Stats() StoreStats {
 		q  *Queue
 	}
 	s.mu.Lock()
-	qs := make([]item, 0, len(s.byID))
+	qs := make([]queueOf, 0, len(s.byID))
 	for _, sq := range s.byID {
-		qs = append(qs, item{sq, sq.q})
+		qs = append(qs, queueOf{sq, sq.q}) // sq.q is set under s.mu
 	}
 	s.mu.Unlock()
 	st := StoreStats{Queues: len(qs), Log: s.msgs.l.Stats()}
@@ -914,10 +1018,10 @@ func (s *Store) Stats() StoreStats {
 		st.CheckpointError = *p
 	}
 	depths := make([]QueueDepth, 0, len(qs))
-	for _, it := range qs {
-		sq := it.sq
+	for _, e := range qs {
+		sq := e.sq
 		d := QueueDepth{Name: sq.name}
-		if q := it.q; q != nil && !q.closed.Load() {
+		if q := e.q; q != nil && !q.closed.Load() {
 			st.Open++
 			d.Messages, d.InFlight = q.depth()
 		} else {

@@ -87,16 +87,28 @@ func (v *storeView) forget() {
 	v.mu.Unlock()
 }
 
+// maxViewHoles bounds the run of offsets a view holds as holes at once
+// (8 bytes each): records lost in a power failure or with a damaged
+// segment leave far fewer. A record of the queue further past the view's
+// end, or a skip further, is damage (a foreign record, a forged head).
+const maxViewHoles = 1 << 24
+
+// maxQueueOffset bounds a queue's offsets, far below the overflow of
+// first+len(pos).
+const maxQueueOffset = 1 << 62
+
 // push notes a record found at the store's open: offset off of the queue
 // at position p. Offsets skipped on the way are holes. An offset at or
-// below one already noted is ignored (false).
+// below one already noted, or too far past the last, is ignored (false).
 func (v *storeView) push(off, p uint64) bool {
 	next := v.first + uint64(len(v.pos))
 	switch {
+	case off >= maxQueueOffset:
+		return false
 	case len(v.pos) == 0 && v.first == 0:
 		v.first = off
 		v.publish()
-	case off < next:
+	case off < next || off-next > maxViewHoles:
 		return false
 	}
 	v.fill(off)
@@ -336,7 +348,13 @@ func (v *storeView) Gaps(from uint64) [][2]uint64 {
 func (v *storeView) SkipTo(next uint64) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if len(v.pos) == 0 && v.first < next {
+	end := v.first + uint64(len(v.pos))
+	switch {
+	case next <= end:
+		return nil
+	case next >= maxQueueOffset || len(v.pos) > 0 && next-end > maxViewHoles:
+		return fmt.Errorf("%w: queue %d cannot skip from %d to %d", engine.ErrCorrupt, v.id, end, next)
+	case len(v.pos) == 0:
 		v.first = next
 		v.publish()
 		return nil
@@ -414,17 +432,6 @@ func (v *storeView) segmentOfFirst() (base, end uint64, i, n int) {
 	return v.sh.l.SegmentOf(p)
 }
 
-// segmentRecords returns how many records of every queue the shared
-// segment that holds the view's record b0 holds.
-func (v *storeView) segmentRecords(b0, b1 uint64) uint64 {
-	p, err := v.at(b0)
-	if err != nil {
-		return b1 - b0
-	}
-	base, end, _, _ := v.sh.l.SegmentOf(p)
-	return end - base
-}
-
 // oldestSegment returns the offsets of the view's records that begin
 // the shared segment holding its first record and the one after it.
 func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
@@ -433,4 +440,16 @@ func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
 		return 0, 0, false
 	}
 	return v.First(), v.offsetAt(end), true
+}
+
+// moveLimit measures the oldest segment by the shared log's records in
+// it, every queue's: the queue's own records there are few however
+// sparse the segment is for it.
+func (v *storeView) moveLimit(b0, b1 uint64) int {
+	p, ok := v.low()
+	if !ok {
+		return moveLimit(b0, b1)
+	}
+	base, end, _, _ := v.sh.l.SegmentOf(p)
+	return moveLimit(base, max(base, end))
 }
