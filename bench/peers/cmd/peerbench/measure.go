@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pagelog/pagelog/bench/peers/internal/payload"
 )
 
 // kind is what a workload's operation does.
@@ -245,14 +247,7 @@ var errUnsupported = errors.New("unsupported workload")
 
 // makeBody returns size bytes of fixed pseudo-random data (incompressible,
 // the same for every system).
-func makeBody(size int) []byte {
-	rng := rand.New(rand.NewPCG(7, uint64(size)))
-	b := make([]byte, size)
-	for i := range b {
-		b[i] = byte(rng.Uint32())
-	}
-	return b
-}
+func makeBody(size int) []byte { return payload.Make(size) }
 
 // recentPicks returns 4096 record numbers, pseudo-random among the newest
 // readRecent of n records (numbered from 0).

@@ -3,7 +3,7 @@
 package embnats
 
 import (
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,7 +22,14 @@ type Instance struct {
 // 127.0.0.1, random port, DontListen: the client connects in-process with
 // nats.InProcessServer). syncAlways makes the store fsync every message
 // before its PubAck; otherwise the server's default (SyncInterval, 2 min).
+// The server must be ready within 10 s.
 func Start(dir string, syncAlways bool) (*Instance, error) {
+	return StartWait(dir, syncAlways, 10*time.Second)
+}
+
+// StartWait is Start with the time the server has to become ready, which
+// includes recovering every stream already in dir.
+func StartWait(dir string, syncAlways bool, ready time.Duration) (*Instance, error) {
 	opts := &server.Options{
 		ServerName:         "peerbench",
 		Host:               "127.0.0.1",
@@ -41,9 +48,9 @@ func Start(dir string, syncAlways bool) (*Instance, error) {
 		return nil, err
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(ready) {
 		srv.Shutdown()
-		return nil, errors.New("nats-server not ready after 10 s")
+		return nil, fmt.Errorf("nats-server not ready after %v", ready)
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(srv))
 	if err != nil {
