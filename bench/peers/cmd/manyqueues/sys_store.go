@@ -1,5 +1,3 @@
-//go:build storebench
-
 package main
 
 import (
@@ -7,7 +5,6 @@ import (
 )
 
 // pagelogStoreSystem is pagelog's Store: many named queues in one directory.
-// Built only with -tags storebench, since it needs queue.OpenStore.
 var pagelogStoreSystem = &system{
 	name: "pagelog store",
 	setup: "queue.OpenStore(dir, StoreOptions{}) once, then Store.Queue(name) per queue; Send; " +

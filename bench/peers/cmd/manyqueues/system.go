@@ -42,8 +42,7 @@ var systems = []*system{
 	bboltSystem(),
 	pagelogDirsSystem(),
 	// "pagelog store": queue.OpenStore then Store.Queue per name, all the
-	// queues in one directory (sys_store.go). It needs the Store API, so it
-	// is built only with -tags storebench; nil otherwise.
+	// queues in one directory (sys_store.go).
 	pagelogStoreSystem,
 }
 
