@@ -268,7 +268,7 @@ func (s *Store) openLogs() error {
 	if s.names, err = engine.Open(filepath.Join(s.dir, storeNamesDir), s.sideOptions(1<<20)); err != nil {
 		return err
 	}
-	if s.heads, err = engine.Open(filepath.Join(s.dir, storeHeadsDir), s.sideOptions(4<<20)); err != nil {
+	if s.heads, err = engine.Open(filepath.Join(s.dir, storeHeadsDir), s.sideOptions(headsSegmentBytes)); err != nil {
 		return err
 	}
 	wait := s.opts.Log.Sync == engine.SyncAlways
@@ -662,18 +662,19 @@ func (s *Store) openDeadLetters(q *Queue) error {
 // writeHead appends h, sq's head, to the heads log. The store's
 // checkpoint syncs the log before it removes anything h lets go.
 func (s *Store) writeHead(sq *storeQueue, h headState) error {
-	b := make([]byte, 4, 4+headSize)
-	binary.BigEndian.PutUint32(b, sq.id)
-	b = append(b, encodeHead(h)...)
+	b := headRecord(sq.id, h)
+	// The record and sq.head change together, under s.mu: a compaction
+	// of the heads log copies sq.head, and its copy must never land
+	// after a newer record of the queue.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if _, err := s.heads.Append(b); err != nil {
 		return fmt.Errorf("pagelog: head of queue %q: %w", sq.name, err)
 	}
-	s.mu.Lock()
 	if !sq.hasHead {
 		s.headBytes += int64(len(b))
 	}
 	sq.head, sq.hasHead = h, true
-	s.mu.Unlock()
 	return nil
 }
 
@@ -777,11 +778,19 @@ func (s *Store) checkpoint() error {
 		q.ck.mu.Unlock()
 		sq.keep = keep
 	}
+	// The drop points are taken before the heads log is synced: a view
+	// trims its map only after its head record is appended, so every
+	// trim they see is covered by the sync (a queue closed meanwhile
+	// writes its head outside this checkpoint).
+	lows, drop := s.dropPoints()
 	errs = append(errs, s.heads.Sync())
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	errs = append(errs, s.dropShared(), s.compactHeads())
+	if drop {
+		errs = append(errs, s.dropShared(lows))
+	}
+	errs = append(errs, s.compactHeads())
 	return errors.Join(errs...)
 }
 
@@ -865,22 +874,34 @@ func (s *Store) holders() []*storeQueue {
 
 // dropShared removes the segments of the shared logs that lie wholly
 // below every queue's first record in them.
-func (s *Store) dropShared() error {
-	if s.paused.Load() > 0 {
-		return nil // the next checkpoint after the last resume drops
+func (s *Store) dropShared(lows [3]uint64) error {
+	var errs []error
+	for i, sh := range []*sharedLog{s.msgs, s.dels, s.recvs} {
+		if _, err := sh.l.DropBefore(lows[i]); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	logs := []*sharedLog{s.msgs, s.dels, s.recvs}
+	return errors.Join(errs...)
+}
+
+// dropPoints returns, for each shared log, the position below which no
+// queue has a record it may still need; drop is false when nothing is to
+// be removed (drops paused, or only active segments).
+func (s *Store) dropPoints() (lows [3]uint64, drop bool) {
+	if s.paused.Load() > 0 {
+		return lows, false // the next checkpoint after the last resume drops
+	}
 	several := false
-	for _, sh := range logs {
+	for _, sh := range []*sharedLog{s.msgs, s.dels, s.recvs} {
 		if _, _, _, n := sh.l.SegmentOf(0); n > 1 {
 			several = true
 		}
 	}
 	if !several {
-		return nil // only active segments: nothing to remove
+		return lows, false
 	}
 	s.mu.Lock()
-	lows := [3]uint64{s.msgs.l.Next(), s.dels.l.Next(), s.recvs.l.Next()}
+	lows = [3]uint64{s.msgs.l.Next(), s.dels.l.Next(), s.recvs.l.Next()}
 	for _, sq := range s.byID {
 		for i, v := range []*storeView{sq.msgs, sq.dels, sq.recvs} {
 			if p, ok := v.low(); ok {
@@ -889,49 +910,65 @@ func (s *Store) dropShared() error {
 		}
 	}
 	s.mu.Unlock()
-	var errs []error
-	for i, sh := range logs {
-		if _, err := sh.l.DropBefore(lows[i]); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return lows, true
 }
 
 // compactHeads writes every queue's head again at the end of the heads
 // log and removes the segments before, once the log holds more than
 // twice the live heads (and more than one segment).
 func (s *Store) compactHeads() error {
-	st := s.heads.Stats()
-	if st.Segments < 3 || st.Bytes < 2*s.headBytes+int64(8<<20) {
+	if s.heads.Stats().Segments < 3 {
 		return nil
 	}
 	s.mu.Lock()
-	var bodies [][]byte
+	if s.heads.Stats().Bytes < 2*s.headBytes+headsSlack {
+		s.mu.Unlock()
+		return nil
+	}
+	start := s.heads.Next()
+	// Under s.mu, so that no queue's newer head lands before its copy
+	// here (the newest record of a queue wins at open).
+	bodies := make([][]byte, 0, 4096)
+	var err error
 	for _, sq := range s.byID {
 		if !sq.hasHead {
 			continue
 		}
-		b := make([]byte, 4, 4+headSize)
-		binary.BigEndian.PutUint32(b, sq.id)
-		bodies = append(bodies, append(b, encodeHead(sq.head)...))
-	}
-	start := s.heads.Next()
-	s.mu.Unlock()
-	// A head written while this runs lands after its copy here: the
-	// newest record of a queue wins at open.
-	for len(bodies) > 0 {
-		n := min(len(bodies), 4096)
-		if _, _, err := s.heads.AppendBatch(bodies[:n], nil); err != nil {
-			return err
+		if bodies = append(bodies, headRecord(sq.id, sq.head)); len(bodies) == cap(bodies) {
+			_, _, err = s.heads.AppendBatch(bodies, nil)
+			bodies = bodies[:0]
 		}
-		bodies = bodies[n:]
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && len(bodies) > 0 {
+		_, _, err = s.heads.AppendBatch(bodies, nil)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	if err := s.heads.Sync(); err != nil {
 		return err
 	}
-	_, err := s.heads.DropBefore(start)
+	_, err = s.heads.DropBefore(start)
 	return err
+}
+
+// The heads log's segment size, and the bytes of old records beyond twice
+// the live heads that start a compaction (variables so that tests can
+// compact sooner).
+var (
+	headsSegmentBytes int64 = 4 << 20
+	headsSlack        int64 = 8 << 20
+)
+
+// headRecord is the heads-log record of queue id's head h.
+func headRecord(id uint32, h headState) []byte {
+	b := make([]byte, 4, 4+headSize)
+	binary.BigEndian.PutUint32(b, id)
+	return append(b, encodeHead(h)...)
 }
 
 // DeleteQueue deletes the queue name and its dead-letter queue: their

@@ -349,3 +349,54 @@ func TestStorePauseDropsKeepsSharedSegmentsUntilResume(t *testing.T) {
 		t.Fatalf("segments: %d while paused (want the ~13 written), %d after resume (want at most 3)", paused, after)
 	}
 }
+
+func TestStoreHeadsCompactionKeepsEveryQueuesNewestHead(t *testing.T) {
+	oldSeg, oldSlack := headsSegmentBytes, headsSlack
+	headsSegmentBytes, headsSlack = 4<<10, 8<<10
+	t.Cleanup(func() { headsSegmentBytes, headsSlack = oldSeg, oldSlack })
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	qs := []*Queue{mustQueue(t, s, "a"), mustQueue(t, s, "b"), mustQueue(t, s, "c")}
+	for _, q := range qs {
+		for range 300 {
+			if _, err := q.Send([]byte("m")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Each round deletes one message of each queue and checkpoints:
+	// 900 head records, about 55 KB, through 4 KiB segments.
+	for i := range 300 {
+		for _, q := range qs[:2+i%2] {
+			m, _ := receiveBody(t, q)
+			if err := q.Delete(m.Offset); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.heads.Stats()
+	want := map[string]uint64{}
+	for _, q := range qs {
+		want[q.Name()] = q.Stats().Messages
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Segments > 4 {
+		t.Fatalf("the heads log kept %d segments, want the compaction to hold it to a few", st.Segments)
+	}
+	s = openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	for name, n := range want {
+		q := mustQueue(t, s, name)
+		if got := q.Stats().Messages; got != n {
+			t.Errorf("queue %s holds %d messages after reopen, want %d", name, got, n)
+		}
+		if rec := q.Recovery(); rec.HeadFrom != "checkpoint" {
+			t.Errorf("queue %s: head from %q", name, rec.HeadFrom)
+		}
+	}
+}
