@@ -385,3 +385,10 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 	// from the index of a segment a Truncate is cutting, past Next.
 	return min(max(answer, l.First()), l.Next()), nil
 }
+
+// InQueue reports whether the record's `queue` attribute (key 7) names
+// queue id and offset off: a Store's queue checks each record it reads
+// with it, without parsing the whole attributes section.
+func (r Record) InQueue(id uint32, off uint64) bool {
+	return r.section != nil && record.SectionNamesQueue(r.section, id, off)
+}

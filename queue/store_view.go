@@ -180,8 +180,7 @@ func (v *storeView) Read(off uint64) (engine.Record, error) {
 		r.Release()
 		return engine.Record{Offset: off}, fmt.Errorf("queue %d offset %d: %w", v.id, off, err)
 	}
-	a, err := r.Attrs()
-	if err != nil || !a.HasQueue || a.Queue != v.id || a.QueueOffset != off {
+	if !r.InQueue(v.id, off) {
 		r.Release()
 		return engine.Record{Offset: off}, fmt.Errorf("%w: record %d of the store's log is not offset %d of queue %d", engine.ErrCorrupt, p, off, v.id)
 	}

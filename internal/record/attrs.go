@@ -265,3 +265,24 @@ func checkSection(section []byte) error {
 	_, err := ParseSection(section)
 	return err
 }
+
+// SectionNamesQueue reports whether an attributes section (its 2-byte
+// length included) of a record whose checksum checked out holds the
+// queue attribute (key 7) with queue id and offset off. Writers put the
+// entries in ascending key order, so the queue entry is the last of a
+// section this version writes: it is compared in place there (the
+// checksum vouches for the bytes before it), and the whole section is
+// parsed only when it is not (a section with keys above 7, or none). It
+// does not allocate.
+func SectionNamesQueue(section []byte, id uint32, off uint64) bool {
+	const entry = EntryHeaderSize + QueueSize
+	if n := len(section); n >= SectionLenSize+entry && int(binary.BigEndian.Uint16(section)) == n-SectionLenSize {
+		e := section[n-entry:]
+		if e[0] == KeyQueue && e[1] == QueueSize &&
+			binary.BigEndian.Uint32(e[2:]) == id && binary.BigEndian.Uint64(e[6:]) == off {
+			return true
+		}
+	}
+	a, err := ParseSection(section)
+	return err == nil && a.HasQueue && a.Queue == id && a.QueueOffset == off
+}

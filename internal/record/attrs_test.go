@@ -230,3 +230,30 @@ func TestAppendSectionPanicsOnInvalid(t *testing.T) {
 	}()
 	AppendSection(nil, &Attrs{Group: make([]byte, 129)})
 }
+
+func TestSectionNamesQueueComparesTheQueueEntry(t *testing.T) {
+	full := AppendSection(nil, &Attrs{HasDue: true, Due: 5, Group: []byte("g"), HasQueue: true, Queue: 7, QueueOffset: 42})
+	only := AppendSection(nil, &Attrs{HasQueue: true, Queue: 7, QueueOffset: 42})
+	// A section with a key above 7 after the queue entry: parsed whole.
+	later := section(entry(7, append(u32(7), u64(42)...)), entry(9, []byte("x")))
+	for _, c := range []struct {
+		name string
+		sec  []byte
+		id   uint32
+		off  uint64
+		want bool
+	}{
+		{"full", full, 7, 42, true},
+		{"only", only, 7, 42, true},
+		{"later keys", later, 7, 42, true},
+		{"other queue", full, 8, 42, false},
+		{"other offset", only, 7, 43, false},
+		{"no queue", AppendSection(nil, &Attrs{Group: []byte("g")}), 7, 42, false},
+		{"empty", nil, 7, 42, false},
+		{"short", only[:5], 7, 42, false},
+	} {
+		if got := SectionNamesQueue(c.sec, c.id, c.off); got != c.want {
+			t.Errorf("%s: SectionNamesQueue = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
