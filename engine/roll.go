@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -49,6 +50,13 @@ type rollState struct {
 	sealing chan struct{} // closed when the background seal ends (under Log.mu)
 
 	retain chan struct{} // wakes the retention loop at a roll; nil without retention
+
+	// deferred is set when the prepared segment was removed as the log
+	// went idle (see settle): the prefaulter kicks the preparer again once
+	// the writer is fast (see prefaultPass). Until then a roll makes its
+	// segment itself, which costs a slow writer a millisecond or two once
+	// a segment.
+	deferred atomic.Bool
 }
 
 // wrote is called by the writer (under l.mu) after an append: past half of
@@ -111,7 +119,7 @@ func (l *Log) prepareLoop() {
 		// itself and reports the error to the appender.
 		s, err := l.prepare(reuse)
 		// The first eighth of a segment, at most the prefaulter's reach
-		// (8 MiB of 64 MiB), is allocated and faulted in: the prefaulter
+		// now (up to 8 MiB of 64 MiB), is allocated and faulted in: the prefaulter
 		// takes over from the roll on, and a small log's spare segment
 		// does not hold a whole segment of disk. The segment is offered
 		// once allocated, before its pages are faulted in, and faulting
@@ -122,7 +130,7 @@ func (l *Log) prepareLoop() {
 		//
 		// A full disk stops the allocation: the writer meets the error
 		// when it gets there.
-		part := min(l.pre.ahead, l.segmentPart(8))
+		part := min(l.pre.ahead.Load(), l.segmentPart(8))
 		if err == nil && !l.cfg.WriteThrough {
 			_ = s.Preallocate(part)
 		}
