@@ -25,8 +25,9 @@ import (
 // prefaultMin ahead, the distance grows to what the writer appends in
 // aheadHorizon (up to prefaultAhead, the distance every log kept before)
 // as soon as a look measures that rate, and comes back down when a look
-// measures a slower one over aheadSample or more. A log idle for idleAfter
-// gives back what it holds ahead beyond prefaultMin (see settle): an idle
+// measures a slower one over aheadSample or more. A log that crosses no
+// mark for idleAfter gives back what it holds past that distance (see
+// settle), beyond prefaultMin when it appended nothing: an idle
 // log keeps about prefaultMin of file past its records, allocated and
 // resident, not 8 MiB of each (100 logs in one process took 2 GB).
 type prefaulter struct {
@@ -49,6 +50,7 @@ type prefaulter struct {
 	// then.
 	seenAt    time.Time
 	seenBytes int64
+	untrimmed bool // the distance came down since the active file was last cut
 }
 
 // segmentRef is the active segment as the prefaulter sees it, with the
@@ -80,8 +82,8 @@ const (
 	// low enough to bring the distance down (shorter looks only raise
 	// it: a writer paused for a moment is not a slow one).
 	aheadSample = 100 * time.Millisecond
-	// idleAfter: a log with no append for this long gives back what it
-	// holds ahead (settle). Once, from a timer armed as the prefaulter
+	// idleAfter: a log whose writer crosses no mark for this long gives
+	// back what it holds ahead (settle). Once, from a timer armed as the prefaulter
 	// parks: an idle log does no periodic work.
 	idleAfter = time.Second
 )
@@ -108,7 +110,7 @@ func (p *prefaulter) setAhead(n int64) {
 // aheadHorizon (in doublings of minAhead, at most maxAhead), lowered only
 // when the look comes aheadSample or more after the last one. It reports
 // whether it raised the distance past the nearest, and whether it lowered
-// it. Called by the prefaulter only (and by settle, under l.mu).
+// it. Called by the prefaulter only.
 func (p *prefaulter) adapt(r *segmentRef, now time.Time) (busier, slower bool) {
 	total := r.written()
 	dt := now.Sub(p.seenAt)
@@ -215,7 +217,7 @@ func (l *Log) prefaultLoop() {
 		case <-p.kick:
 		case <-idleC:
 			idleC = nil
-			l.settle(true)
+			l.settle()
 			continue
 		}
 		if idleC != nil {
@@ -249,7 +251,7 @@ func (l *Log) prefaultLoop() {
 			}
 			break
 		}
-		if p.adaptive() && (p.ahead.Load() > p.minAhead || l.holdsPrepared()) {
+		if p.adaptive() && (p.ahead.Load() > p.minAhead || p.untrimmed || l.holdsPrepared()) {
 			idle.Reset(idleAfter)
 			idleC = idle.C
 		}
@@ -274,26 +276,28 @@ func (l *Log) prefaultPass() {
 		}
 	}
 	if slower {
-		l.settle(false)
+		// Not cut here: a writer back from a pause of a look or more
+		// may be starting a burst, and would meet what a cut took away.
+		p.untrimmed = true
 	}
 	ahead := p.ahead.Load()
 	r.s.Prefault(ahead, ahead/2)
 }
 
-// settle gives back what the active segment holds ahead of its records
-// past the distance ahead, once the distance came down (slower) or the log
-// was idle for idleAfter (idle: the distance goes back to the nearest, and
-// a segment prepared for the next roll is removed; the preparer makes it
+// settle runs once the writer crossed no mark for idleAfter: the distance
+// is measured again (the nearest when nothing was appended), the active
+// segment gives back what it holds past it, and at the nearest distance
+// a segment prepared for the next roll is removed (the preparer makes it
 // again once the writer is fast). It takes the append lock: no append is
-// in flight while the file is cut.
-func (l *Log) settle(idle bool) {
+// in flight while the file is cut. Called by the prefaulter only.
+func (l *Log) settle() {
 	p := &l.pre
 	l.mu.Lock()
 	if l.closed.Load() || l.active == nil {
 		l.mu.Unlock()
 		return
 	}
-	if r := p.seg.Load(); idle && r != nil {
+	if r := p.seg.Load(); r != nil {
 		if r.written() == p.seenBytes {
 			p.setAhead(p.minAhead)
 		} else {
@@ -303,9 +307,11 @@ func (l *Log) settle(idle bool) {
 	}
 	// A failed cut leaves the file as it was: the writer goes on in it,
 	// and the next settle tries again.
-	_, _ = l.active.TrimAhead(p.ahead.Load())
+	if _, err := l.active.TrimAhead(p.ahead.Load()); err == nil {
+		p.untrimmed = false
+	}
 	l.mu.Unlock()
-	if idle && p.adaptive() && p.ahead.Load() == p.minAhead && l.releasePrepared() {
+	if p.ahead.Load() == p.minAhead && l.releasePrepared() {
 		l.rolls.deferred.Store(true)
 	}
 }

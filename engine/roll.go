@@ -27,8 +27,9 @@ import (
 
 // rollState is the preparer's and the background seal's state.
 type rollState struct {
-	kick chan struct{} // wakes the preparer; nil when it does not run
-	half int64         // writer-side: the end position at which to wake it
+	kick  chan struct{} // wakes the preparer; nil when it does not run
+	half  int64         // writer-side: the end position at which to wake it
+	start func()        // writer-side: starts the preparer; nil once started
 
 	mu sync.Mutex
 	// prepared is the segment for the next roll (under mu). It is offered
@@ -60,20 +61,28 @@ type rollState struct {
 }
 
 // wrote is called by the writer (under l.mu) after an append: past half of
-// the segment, the next one is prepared.
+// the segment, the next one is prepared. The preparer's goroutine starts
+// at its first kick: a log that never gets that far runs none. (Every
+// other kick comes after this one. The writer starts it under l.mu, with
+// the log open: before Close waits for the background goroutines.)
 func (r *rollState) wrote(end int64) {
 	if r.kick == nil || end < r.half {
 		return
 	}
 	r.half = math.MaxInt64
+	if r.start != nil {
+		r.start()
+		r.start = nil
+	}
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// startPreparer starts the goroutine that prepares segments, and the one
-// that applies retention when it is set.
+// startPreparer sets up the goroutine that prepares segments (started by
+// the first kick, see wrote), and starts the one that applies retention
+// when it is set.
 func (l *Log) startPreparer() {
 	if l.opts.RetentionBytes > 0 || l.opts.RetentionAge > 0 {
 		l.rolls.retain = make(chan struct{}, 1)
@@ -82,8 +91,10 @@ func (l *Log) startPreparer() {
 	}
 	l.rolls.kick = make(chan struct{}, 1)
 	l.rolls.half = l.cfg.SegmentBytes / 2
-	l.bg.Add(1)
-	go l.prepareLoop()
+	l.rolls.start = func() {
+		l.bg.Add(1)
+		go l.prepareLoop()
+	}
 }
 
 func (l *Log) prepareLoop() {
