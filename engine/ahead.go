@@ -24,9 +24,9 @@ import (
 // How far ahead follows the rate of appends (see adapt): a log starts
 // prefaultMin ahead, the distance grows to what the writer appends in
 // aheadHorizon (up to prefaultAhead, the distance every log kept before)
-// as soon as a look measures that rate, and comes back down when a look
-// measures a slower one over aheadSample or more. A log that crosses no
-// mark for idleAfter gives back what it holds past that distance (see
+// as soon as a look measures that rate. Once the writer crosses no mark
+// for idleAfter, the distance comes back down to what the rate since the
+// last look needs, and the log gives back what it holds past it (see
 // settle), beyond prefaultMin when it appended nothing: an idle
 // log keeps about prefaultMin of file past its records, allocated and
 // resident, not 8 MiB of each (100 logs in one process took 2 GB).
@@ -50,7 +50,6 @@ type prefaulter struct {
 	// then.
 	seenAt    time.Time
 	seenBytes int64
-	untrimmed bool // the distance came down since the active file was last cut
 }
 
 // segmentRef is the active segment as the prefaulter sees it, with the
@@ -75,13 +74,13 @@ const (
 
 	// aheadHorizon: the distance ahead is what the writer appends in this
 	// long at the rate a look measured. The prefaulter and the preparer
-	// may start milliseconds late on a busy machine (bench/README.md,
-	// "Rolls, again"); at 1 GB/s this is the 8 MiB every log kept before.
-	aheadHorizon = 20 * time.Millisecond
-	// aheadSample: a look this long after the one before measures a rate
-	// low enough to bring the distance down (shorter looks only raise
-	// it: a writer paused for a moment is not a slow one).
-	aheadSample = 100 * time.Millisecond
+	// may start tens of milliseconds late on a loaded machine
+	// (bench/README.md, "Rolls, again"), and a writer that overtakes the
+	// prefaulter slows down to the rate of fresh memory: a horizon of 20
+	// ms let the distance fall to 2 MiB at the 100-300 MB/s of a loaded
+	// machine, and 5 times as many appends met pages not faulted in as
+	// with 8 MiB. From 80 MB/s on, this is the 8 MiB every log kept before.
+	aheadHorizon = 100 * time.Millisecond
 	// idleAfter: a log whose writer crosses no mark for this long gives
 	// back what it holds ahead (settle). Once, from a timer armed as the prefaulter
 	// parks: an idle log does no periodic work.
@@ -107,17 +106,22 @@ func (p *prefaulter) setAhead(n int64) {
 
 // adapt measures the rate of appends since the last look and sets the
 // distance ahead from it: raised at once to what the writer appends in
-// aheadHorizon (in doublings of minAhead, at most maxAhead), lowered only
-// when the look comes aheadSample or more after the last one. It reports
-// whether it raised the distance past the nearest, and whether it lowered
-// it. Called by the prefaulter only.
-func (p *prefaulter) adapt(r *segmentRef, now time.Time) (busier, slower bool) {
+// aheadHorizon (in doublings of minAhead, at most maxAhead), or doubled
+// when the writer caught up with the prefaulter (caught: a writer slowed
+// down by its own page faults measures a low rate); lowered only when
+// lower is set (settle: no mark crossed for idleAfter). On a loaded
+// machine (load 18 on two cores) a lowering at any look that measured a
+// low rate after a pause of 100 ms let the distance fall to 2 MiB in the
+// middle of a gigabyte of appends, and the writer met pages not faulted in
+// 2-4 times as often as with 8 MiB. It reports whether it raised the
+// distance past the nearest. Called by the prefaulter only.
+func (p *prefaulter) adapt(r *segmentRef, now time.Time, caught, lower bool) (busier bool) {
 	total := r.written()
 	dt := now.Sub(p.seenAt)
 	db := max(total-p.seenBytes, 0) // a Truncate moves the total back
 	p.seenAt, p.seenBytes = now, total
 	if !p.adaptive() || dt <= 0 {
-		return false, false
+		return false
 	}
 	need := int64(float64(db) * float64(aheadHorizon) / float64(dt))
 	cur := p.ahead.Load()
@@ -125,16 +129,14 @@ func (p *prefaulter) adapt(r *segmentRef, now time.Time) (busier, slower bool) {
 	for want < need && want < p.maxAhead {
 		want *= 2
 	}
-	want = min(want, p.maxAhead)
-	switch {
-	case want > cur:
-		p.setAhead(want)
-		return cur == p.minAhead, false
-	case want < cur && dt >= aheadSample:
-		p.setAhead(want)
-		return false, true
+	if caught && db > 0 {
+		want = max(want, 2*cur)
 	}
-	return false, false
+	want = min(want, p.maxAhead)
+	if want > cur || want < cur && lower {
+		p.setAhead(want)
+	}
+	return cur == p.minAhead && want > cur
 }
 
 // wrote is called by the writer (under l.mu) after an append.
@@ -251,7 +253,7 @@ func (l *Log) prefaultLoop() {
 			}
 			break
 		}
-		if p.adaptive() && (p.ahead.Load() > p.minAhead || p.untrimmed || l.holdsPrepared()) {
+		if p.adaptive() && (p.ahead.Load() > p.minAhead || l.holdsPrepared()) {
 			idle.Reset(idleAfter)
 			idleC = idle.C
 		}
@@ -266,7 +268,9 @@ func (l *Log) prefaultPass() {
 	if r == nil {
 		return
 	}
-	busier, slower := p.adapt(r, time.Now())
+	// Caught up: the writer is within half a step of what is faulted in.
+	caught := r.s.Populated()-r.s.End() < p.step.Load()/2
+	busier := p.adapt(r, time.Now(), caught, false)
 	if busier && l.rolls.deferred.CompareAndSwap(true, false) {
 		// The prepared segment went as the log went idle: the next one
 		// is prepared now that the writer is fast.
@@ -274,11 +278,6 @@ func (l *Log) prefaultPass() {
 		case l.rolls.kick <- struct{}{}:
 		default:
 		}
-	}
-	if slower {
-		// Not cut here: a writer back from a pause of a look or more
-		// may be starting a burst, and would meet what a cut took away.
-		p.untrimmed = true
 	}
 	ahead := p.ahead.Load()
 	r.s.Prefault(ahead, ahead/2)
@@ -302,14 +301,12 @@ func (l *Log) settle() {
 			p.setAhead(p.minAhead)
 		} else {
 			// A few appends, no mark: a slow writer, measured as one.
-			p.adapt(r, time.Now())
+			p.adapt(r, time.Now(), false, true)
 		}
 	}
 	// A failed cut leaves the file as it was: the writer goes on in it,
 	// and the next settle tries again.
-	if _, err := l.active.TrimAhead(p.ahead.Load()); err == nil {
-		p.untrimmed = false
-	}
+	_, _ = l.active.TrimAhead(p.ahead.Load())
 	l.mu.Unlock()
 	if p.ahead.Load() == p.minAhead && l.releasePrepared() {
 		l.rolls.deferred.Store(true)

@@ -157,8 +157,9 @@ func TestBurstThenIdleReturnsToBound(t *testing.T) {
 }
 
 // The distance ahead follows the rate of appends: up at once when a look
-// measures a fast writer, never down on a short look (a pause), down on a
-// look a sample or more after the last one that measures a slow writer.
+// measures a fast writer or finds the writer caught up with what is
+// faulted in; down only when asked to (the log went idle, see settle),
+// never at a look while the writer goes on, however slow it measured.
 func TestAheadFollowsAppendRate(t *testing.T) {
 	l := mustOpen(t, t.TempDir(), Options{})
 	p := &prefaulter{minAhead: prefaultMin, maxAhead: prefaultAhead}
@@ -166,30 +167,34 @@ func TestAheadFollowsAppendRate(t *testing.T) {
 	r := &segmentRef{s: l.active}
 	now := time.Now()
 	p.seenAt = now
-	look := func(after time.Duration, appended int64) (bool, bool) {
+	look := func(after time.Duration, appended int64, caught, lower bool) bool {
 		now = now.Add(after)
 		r.before += appended
-		return p.adapt(r, now)
+		return p.adapt(r, now, caught, lower)
 	}
-	if busier, _ := look(time.Second, 64<<10); busier || p.ahead.Load() != prefaultMin {
+	if busier := look(time.Second, 64<<10, false, false); busier || p.ahead.Load() != prefaultMin {
 		t.Fatalf("64 KiB a second: %d ahead, want %d", p.ahead.Load(), prefaultMin)
 	}
-	// 1 GB/s: 20 MB in the horizon, more than the farthest.
-	if busier, _ := look(time.Millisecond, 1<<20); !busier || p.ahead.Load() != prefaultAhead {
+	// Caught up: doubled, whatever the rate.
+	if busier := look(time.Second, 64<<10, true, false); !busier || p.ahead.Load() != 2*prefaultMin {
+		t.Fatalf("caught up: %d ahead (busier %v), want %d", p.ahead.Load(), busier, 2*prefaultMin)
+	}
+	// 1 GB/s: 100 MB in the horizon, more than the farthest.
+	if busier := look(time.Millisecond, 1<<20, false, false); busier || p.ahead.Load() != prefaultAhead {
 		t.Fatalf("1 GB/s: %d ahead (busier %v), want %d", p.ahead.Load(), busier, prefaultAhead)
 	}
 	if p.step.Load() != prefaultStep {
 		t.Fatalf("step %d at the farthest distance, want %d", p.step.Load(), prefaultStep)
 	}
-	if _, slower := look(aheadSample/2, 0); slower || p.ahead.Load() != prefaultAhead {
-		t.Fatalf("a pause shorter than a sample brought the distance to %d", p.ahead.Load())
+	if look(time.Second, 4<<10, false, false); p.ahead.Load() != prefaultAhead {
+		t.Fatalf("a slow look while the writer goes on brought the distance to %d", p.ahead.Load())
 	}
-	// 50 MB/s over a sample: 1 MB in the horizon.
-	if _, slower := look(aheadSample, 5<<20); !slower || p.ahead.Load() != 1<<20 {
-		t.Fatalf("50 MB/s: %d ahead (slower %v), want %d", p.ahead.Load(), slower, 1<<20)
+	// 10 MB/s, lowered: 1 MiB in the horizon.
+	if look(100*time.Millisecond, 1<<20, false, true); p.ahead.Load() != 1<<20 {
+		t.Fatalf("10 MB/s, lowered: %d ahead, want %d", p.ahead.Load(), 1<<20)
 	}
-	if _, slower := look(10*aheadSample, 4<<10); !slower || p.ahead.Load() != prefaultMin || p.step.Load() != prefaultMin/2 {
-		t.Fatalf("4 KiB a second: %d ahead, step %d (slower %v)", p.ahead.Load(), p.step.Load(), slower)
+	if look(idleAfter, 0, false, true); p.ahead.Load() != prefaultMin || p.step.Load() != prefaultMin/2 {
+		t.Fatalf("idle, lowered: %d ahead, step %d", p.ahead.Load(), p.step.Load())
 	}
 }
 
