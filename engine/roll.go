@@ -141,7 +141,9 @@ func (l *Log) prepareLoop() {
 		//
 		// A full disk stops the allocation: the writer meets the error
 		// when it gets there.
-		part := min(l.pre.ahead.Load(), l.segmentPart(8))
+		// At least an allocation step (2 MiB, or an eighth of a small
+		// segment): a prepared segment is allocated in whole steps.
+		part := max(min(l.pre.ahead.Load(), l.segmentPart(8)), min(2<<20, l.segmentPart(8)))
 		if err == nil && !l.cfg.WriteThrough {
 			_ = s.Preallocate(part)
 		}

@@ -274,6 +274,14 @@ func (s *Segment) openWriter() error {
 	cfg := s.cfg
 	w := &writer{spacer: sparseidx.Spacer{Interval: cfg.IndexInterval}}
 	w.step.Store(cfg.stepFor(startStep))
+	if s.prepared {
+		// Made ahead for a busy writer: allocated in whole steps from
+		// the first. Grown from a first step of 128 KiB, the first 2 MiB
+		// of a prepared segment ended up mapped in 4 KiB pages (smaps:
+		// not FilePmdMapped), whose first stores cost the writer a
+		// fault each on the project's machine.
+		w.step.Store(cfg.allocStep())
+	}
 	s.w = w
 	f, err := cfg.openFile(s.path(LogSuffix), os.O_RDWR)
 	if err != nil {
