@@ -24,7 +24,7 @@ func TestAppendBatchCountsRecordsBeforeFullDisk(t *testing.T) {
 	}
 	l := mustOpen(t, t.TempDir(), opts)
 	defer l.Close()
-	bodies := [][]byte{make([]byte, 1<<20), make([]byte, 1<<20+512<<10)}
+	bodies := [][]byte{make([]byte, 64<<10), make([]byte, 1<<20+512<<10)} // the first within the first step
 	first, n, err := l.AppendBatch(bodies, nil)
 	if err == nil || !strings.Contains(err.Error(), "no space") {
 		t.Fatalf("AppendBatch past the allocated file: %v, want a full-disk error", err)

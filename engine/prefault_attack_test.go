@@ -26,7 +26,7 @@ func prefaultCaughtUp(l *Log) (ok bool, pop, end int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	end, pop = l.active.End(), l.active.Populated()
-	return pop >= min(end+l.pre.ahead-l.pre.step, l.cfg.SegmentBytes), pop, end
+	return pop >= min(end+l.pre.ahead.Load()-l.pre.step.Load(), l.cfg.SegmentBytes), pop, end
 }
 
 // waitCaughtUp waits, at most 5 s, for the prefaulter to catch up with the

@@ -24,7 +24,7 @@ func TestPrefaulterParksAndWakes(t *testing.T) {
 			end, pop := l.active.End(), l.active.Populated()
 			l.mu.Unlock()
 			// Within a step of its reach: it looks again at each step.
-			if pop >= min(end+l.pre.ahead-l.pre.step, l.cfg.SegmentBytes) {
+			if pop >= min(end+l.pre.ahead.Load()-l.pre.step.Load(), l.cfg.SegmentBytes) {
 				return
 			}
 			if time.Now().After(deadline) {

@@ -174,6 +174,16 @@ func (l *Log) ReleaseSpares() int {
 			n++
 		}
 	}
+	if l.releasePrepared() {
+		n++
+	}
+	return n
+}
+
+// releasePrepared removes the segment prepared for the next roll, unless
+// the preparer is making it at that moment or a roll is taking it. It
+// reports whether it removed one.
+func (l *Log) releasePrepared() bool {
 	l.rolls.mu.Lock()
 	s := l.rolls.prepared
 	if l.rolls.preparing || l.rolls.activating {
@@ -185,15 +195,15 @@ func (l *Log) ReleaseSpares() int {
 		l.rolls.prepared, l.rolls.preparing = nil, true
 	}
 	l.rolls.mu.Unlock()
-	if s != nil {
-		_ = s.Close()
-		s.RemoveFiles()
-		n++
-		l.rolls.mu.Lock()
-		l.rolls.preparing = false
-		l.rolls.mu.Unlock()
+	if s == nil {
+		return false
 	}
-	return n
+	_ = s.Close()
+	s.RemoveFiles()
+	l.rolls.mu.Lock()
+	l.rolls.preparing = false
+	l.rolls.mu.Unlock()
+	return true
 }
 
 // freedForRetry reports whether an append that failed with err may be

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -26,8 +27,9 @@ import (
 
 // rollState is the preparer's and the background seal's state.
 type rollState struct {
-	kick chan struct{} // wakes the preparer; nil when it does not run
-	half int64         // writer-side: the end position at which to wake it
+	kick  chan struct{} // wakes the preparer; nil when it does not run
+	half  int64         // writer-side: the end position at which to wake it
+	start func()        // writer-side: starts the preparer; nil once started
 
 	mu sync.Mutex
 	// prepared is the segment for the next roll (under mu). It is offered
@@ -49,23 +51,38 @@ type rollState struct {
 	sealing chan struct{} // closed when the background seal ends (under Log.mu)
 
 	retain chan struct{} // wakes the retention loop at a roll; nil without retention
+
+	// deferred is set when the prepared segment was removed as the log
+	// went idle (see settle): the prefaulter kicks the preparer again once
+	// the writer is fast (see prefaultPass). Until then a roll makes its
+	// segment itself, which costs a slow writer a millisecond or two once
+	// a segment.
+	deferred atomic.Bool
 }
 
 // wrote is called by the writer (under l.mu) after an append: past half of
-// the segment, the next one is prepared.
+// the segment, the next one is prepared. The preparer's goroutine starts
+// at its first kick: a log that never gets that far runs none. (Every
+// other kick comes after this one. The writer starts it under l.mu, with
+// the log open: before Close waits for the background goroutines.)
 func (r *rollState) wrote(end int64) {
 	if r.kick == nil || end < r.half {
 		return
 	}
 	r.half = math.MaxInt64
+	if r.start != nil {
+		r.start()
+		r.start = nil
+	}
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// startPreparer starts the goroutine that prepares segments, and the one
-// that applies retention when it is set.
+// startPreparer sets up the goroutine that prepares segments (started by
+// the first kick, see wrote), and starts the one that applies retention
+// when it is set.
 func (l *Log) startPreparer() {
 	if l.opts.RetentionBytes > 0 || l.opts.RetentionAge > 0 {
 		l.rolls.retain = make(chan struct{}, 1)
@@ -74,8 +91,10 @@ func (l *Log) startPreparer() {
 	}
 	l.rolls.kick = make(chan struct{}, 1)
 	l.rolls.half = l.cfg.SegmentBytes / 2
-	l.bg.Add(1)
-	go l.prepareLoop()
+	l.rolls.start = func() {
+		l.bg.Add(1)
+		go l.prepareLoop()
+	}
 }
 
 func (l *Log) prepareLoop() {
@@ -111,7 +130,7 @@ func (l *Log) prepareLoop() {
 		// itself and reports the error to the appender.
 		s, err := l.prepare(reuse)
 		// The first eighth of a segment, at most the prefaulter's reach
-		// (8 MiB of 64 MiB), is allocated and faulted in: the prefaulter
+		// now (up to 8 MiB of 64 MiB), is allocated and faulted in: the prefaulter
 		// takes over from the roll on, and a small log's spare segment
 		// does not hold a whole segment of disk. The segment is offered
 		// once allocated, before its pages are faulted in, and faulting
@@ -122,7 +141,9 @@ func (l *Log) prepareLoop() {
 		//
 		// A full disk stops the allocation: the writer meets the error
 		// when it gets there.
-		part := min(l.pre.ahead, l.segmentPart(8))
+		// At least an allocation step (2 MiB, or an eighth of a small
+		// segment): a prepared segment is allocated in whole steps.
+		part := max(min(l.pre.ahead.Load(), l.segmentPart(8)), min(2<<20, l.segmentPart(8)))
 		if err == nil && !l.cfg.WriteThrough {
 			_ = s.Preallocate(part)
 		}

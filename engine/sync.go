@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
-	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // syncState is group commit: appenders that need durability wait for a sync
@@ -443,95 +442,6 @@ func (l *Log) checkpointer() {
 	}
 }
 
-// prefaulter keeps the pages ahead of the writer mapped, so that appends
-// copy into resident memory instead of taking a page fault per 4 KiB.
-//
-// While the writer keeps crossing marks (one every prefaultStep), the
-// prefaulter looks again every prefaultPoll on its own instead of being
-// woken: waking a parked goroutine whose thread sleeps is a system call
-// on the appender's thread (futexwakeup), about 30 µs on the project's
-// machine. It parks once a look finds no mark crossed since the one
-// before, and the writer wakes it only then. A writer slower than a mark
-// per prefaultPoll still wakes it at most marks, but seldom; one that is
-// faster, or whose pages take the prefaulter long to fault in (fresh
-// memory), never does. (Under SyncAlways records go in with pwrite and
-// there is no prefaulter.)
-type prefaulter struct {
-	kick  chan struct{}
-	mark  int64 // writer-side: the end position at which to kick next
-	seg   atomic.Pointer[segmentRef]
-	ahead int64
-	step  int64
-
-	steps   atomic.Uint64 // marks the writer passed
-	polling atomic.Bool   // the prefaulter looks on its own: no kick needed
-}
-
-type segmentRef struct{ prefault func(int64) }
-
-const (
-	prefaultAhead = 8 << 20 // bytes kept mapped ahead of the writer
-	prefaultStep  = 1 << 20 // kick the prefaulter every this many bytes
-
-	// prefaultPoll is how often a polling prefaulter looks: the writer
-	// crosses a few hundred KiB meanwhile at full speed, well inside
-	// prefaultAhead.
-	prefaultPoll = 200 * time.Microsecond
-)
-
-// segmentPart returns 1/n of a segment in whole pages, at least one: how
-// far small segments are allocated and faulted in ahead.
-func (l *Log) segmentPart(n int64) int64 {
-	page := int64(mmapfile.PageSize)
-	return max((l.cfg.SegmentBytes/n+page-1)/page*page, page)
-}
-
-// wrote is called by the writer (under l.mu) after an append.
-func (p *prefaulter) wrote(end int64) {
-	if p.kick == nil || end < p.mark {
-		return
-	}
-	p.mark = end + p.step
-	p.steps.Add(1)
-	if p.polling.Load() {
-		return // it looks on its own; it reads steps before it parks
-	}
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-// startBackground starts the prefaulter and, for SyncInterval, the syncer.
-func (l *Log) startBackground() {
-	l.startStreams()
-	if l.readOnly {
-		return
-	}
-	if l.cfg.WriteThrough {
-		// Records go in with pwrite: no page of the mapping is written, so
-		// there is nothing to fault in ahead.
-		l.startPreparer()
-		l.startSyncers()
-		return
-	}
-	if l.opts.RecycleSegments > 0 && l.opts.Sync != SyncAlways {
-		l.recycle = &recycler{max: l.opts.RecycleSegments}
-		l.recycle.admit = l.admitRecycled
-	}
-	l.pre.kick = make(chan struct{}, 1)
-	// At most a quarter of a segment ahead (whole pages): a log of small
-	// segments keeps in its active file about what it holds (64 MiB
-	// segments: 8 MiB ahead, as before).
-	l.pre.ahead = min(prefaultAhead, l.segmentPart(4))
-	l.pre.step = min(prefaultStep, l.pre.ahead/2)
-	l.pre.rolled(l.active)
-	l.bg.Add(1)
-	go l.prefaultLoop()
-	l.startPreparer()
-	l.startSyncers()
-}
-
 // startSyncers starts the background syncer of SyncInterval and the
 // recovery-point checkpointer.
 func (l *Log) startSyncers() {
@@ -542,67 +452,5 @@ func (l *Log) startSyncers() {
 	if l.opts.Sync != SyncNone {
 		l.bg.Add(1)
 		go l.checkpointer()
-	}
-}
-
-// rolled points the prefaulter at a new active segment and fills its first
-// pages at once.
-func (p *prefaulter) rolled(s interface{ Prefault(int64) }) {
-	if p.kick == nil {
-		return
-	}
-	p.seg.Store(&segmentRef{prefault: s.Prefault})
-	p.mark = 0
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (l *Log) prefaultLoop() {
-	defer l.bg.Done()
-	p := &l.pre
-	var tick *time.Timer
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-p.kick:
-		}
-		// Prefault, and while the writer moves, again every prefaultPoll.
-		for seen := p.steps.Load(); ; {
-			if r := p.seg.Load(); r != nil {
-				r.prefault(p.ahead)
-			}
-			p.polling.Store(true)
-			if tick == nil {
-				tick = time.NewTimer(prefaultPoll)
-			} else {
-				tick.Reset(prefaultPoll)
-			}
-			select {
-			case <-l.stop:
-				return
-			case <-p.kick: // a roll: the new segment at once
-				if !tick.Stop() {
-					<-tick.C
-				}
-				continue
-			case <-tick.C:
-			}
-			if now := p.steps.Load(); now != seen {
-				seen = now
-				continue
-			}
-			// Parked from here: the writer kicks again. It adds to steps
-			// before it reads polling, and this clears polling before it
-			// reads steps, so one of the two sees the other.
-			p.polling.Store(false)
-			if now := p.steps.Load(); now != seen {
-				seen = now
-				continue
-			}
-			break
-		}
 	}
 }

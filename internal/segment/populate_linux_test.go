@@ -38,7 +38,7 @@ func TestPrefaultPopulatesIndex(t *testing.T) {
 	if in, _ := resident(t, x.offMap); in != 0 {
 		t.Logf("%d index pages resident before the prefault", in)
 	}
-	s.Prefault(1 << 20)
+	s.Prefault(1<<20, allocStep)
 	for name, m := range map[string][]byte{"index": x.offMap, "time index": x.timMap} {
 		if in, all := resident(t, m); in != all {
 			t.Errorf("%s: %d of %d pages resident after the prefault", name, in, all)
