@@ -47,9 +47,8 @@ type storeView struct {
 	dirty *atomic.Bool // set by each append: the queue's head may move
 
 	mu     sync.Mutex
-	first  uint64       // the queue offset of pos[0]
-	pos    []uint64     // shared-log positions of [first, first+len(pos)), inside buf
-	buf    []uint64     // pos's backing array, from its start (see add)
+	first  uint64       // the queue offset of pos entry 0
+	pos    posList      // shared-log positions of [first, first+pos.len())
 	attrs  engine.Attrs // an append's attributes, under mu (no allocation per append)
 	closed bool
 
@@ -62,7 +61,7 @@ type storeView struct {
 // v.mu held after each change.
 func (v *storeView) publish() {
 	v.firstA.Store(v.first)
-	v.nextA.Store(v.first + uint64(len(v.pos)))
+	v.nextA.Store(v.first + uint64(v.pos.len()))
 }
 
 func newStoreView(sh *sharedLog, id uint32, dirty *atomic.Bool) *storeView {
@@ -81,8 +80,8 @@ func (v *storeView) reopen() {
 func (v *storeView) forget() {
 	v.mu.Lock()
 	v.closed = true
-	v.first += uint64(len(v.pos))
-	v.pos, v.buf = nil, nil
+	v.first += uint64(v.pos.len())
+	v.pos.clear()
 	v.publish()
 	v.mu.Unlock()
 }
@@ -101,11 +100,11 @@ const maxQueueOffset = 1 << 62
 // at position p. Offsets skipped on the way are holes. An offset at or
 // below one already noted, or too far past the last, is ignored (false).
 func (v *storeView) push(off, p uint64) bool {
-	next := v.first + uint64(len(v.pos))
+	next := v.first + uint64(v.pos.len())
 	switch {
 	case off >= maxQueueOffset:
 		return false
-	case len(v.pos) == 0 && v.first == 0:
+	case v.pos.len() == 0 && v.first == 0:
 		v.first = off
 		v.publish()
 	case off < next || off-next > maxViewHoles:
@@ -119,31 +118,18 @@ func (v *storeView) push(off, p uint64) bool {
 // fill makes the offsets below to holes. Called with v.mu held (or at open).
 func (v *storeView) fill(to uint64) {
 	last := uint64(0)
-	if n := len(v.pos); n > 0 {
-		last = v.pos[n-1] &^ holeBit
+	if n := v.pos.len(); n > 0 {
+		last = v.pos.at(n-1) &^ holeBit
 	}
-	for v.first+uint64(len(v.pos)) < to {
+	for v.first+uint64(v.pos.len()) < to {
 		v.add(last | holeBit)
 	}
 }
 
-// add appends p to pos. The entries DropBefore let go stay at the front
-// of buf until an append finds no room at its end: then the live ones move
-// down when they fill at most half of it, and into a new array twice as
-// big otherwise, so that a queue whose head follows its end appends
-// without allocating. Called with v.mu held (or at open).
+// add appends p to pos. Called with v.mu held (or at open).
 func (v *storeView) add(p uint64) {
-	if n := len(v.pos); n == cap(v.pos) {
-		if n > 0 && n <= cap(v.buf)/2 {
-			v.pos = v.buf[:copy(v.buf[:cap(v.buf)], v.pos)]
-		} else {
-			v.buf = make([]uint64, n, 2*n+4)
-			copy(v.buf, v.pos)
-			v.pos = v.buf
-		}
-	}
-	v.pos = append(v.pos, p)
-	v.nextA.Store(v.first + uint64(len(v.pos)))
+	v.pos.push(p)
+	v.nextA.Store(v.first + uint64(v.pos.len()))
 }
 
 func (v *storeView) First() uint64 { return v.firstA.Load() }
@@ -153,10 +139,10 @@ func (v *storeView) Next() uint64 { return v.nextA.Load() }
 // at returns the shared-log position of off.
 func (v *storeView) at(off uint64) (uint64, error) {
 	v.mu.Lock()
-	first, n := v.first, uint64(len(v.pos))
+	first, n := v.first, uint64(v.pos.len())
 	var p uint64
 	if off >= first && off-first < n {
-		p = v.pos[off-first]
+		p = v.pos.at(int(off - first))
 	}
 	v.mu.Unlock()
 	switch {
@@ -244,10 +230,10 @@ func (v *storeView) OffsetForTime(t time.Time) (uint64, error) {
 func (v *storeView) offsetAt(p uint64) uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	lo, hi := 0, len(v.pos)
+	lo, hi := 0, v.pos.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		if v.pos[m]&^holeBit < p {
+		if v.pos.at(m)&^holeBit < p {
 			lo = m + 1
 		} else {
 			hi = m
@@ -269,7 +255,7 @@ func (v *storeView) AppendWith(body []byte, attrs *engine.Attrs) (uint64, error)
 	if attrs != nil {
 		*a = *attrs
 	}
-	off := v.first + uint64(len(v.pos))
+	off := v.first + uint64(v.pos.len())
 	a.HasQueue, a.Queue, a.QueueOffset = true, v.id, off
 	p, err := v.sh.l.AppendWith(body, a)
 	*a = engine.Attrs{} // keeps no reference to the caller's ids
@@ -304,7 +290,7 @@ func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64,
 		v.mu.Unlock()
 		return 0, 0, fmt.Errorf("queue %d: %w", v.id, engine.ErrClosed)
 	}
-	off := v.first + uint64(len(v.pos))
+	off := v.first + uint64(v.pos.len())
 	for i := range as {
 		as[i].QueueOffset = off + uint64(i)
 	}
@@ -329,12 +315,13 @@ func (v *storeView) Gaps(from uint64) [][2]uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out [][2]uint64
-	for i := uint64(max(from, v.first) - v.first); i < uint64(len(v.pos)); i++ {
-		if v.pos[i]&holeBit == 0 {
+	n := uint64(v.pos.len())
+	for i := max(from, v.first) - v.first; i < n; i++ {
+		if v.pos.at(int(i))&holeBit == 0 {
 			continue
 		}
 		j := i
-		for j < uint64(len(v.pos)) && v.pos[j]&holeBit != 0 {
+		for j < n && v.pos.at(int(j))&holeBit != 0 {
 			j++
 		}
 		out = append(out, [2]uint64{v.first + i, v.first + j})
@@ -347,13 +334,13 @@ func (v *storeView) Gaps(from uint64) [][2]uint64 {
 func (v *storeView) SkipTo(next uint64) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	end := v.first + uint64(len(v.pos))
+	end := v.first + uint64(v.pos.len())
 	switch {
 	case next <= end:
 		return nil
-	case next >= maxQueueOffset || len(v.pos) > 0 && next-end > maxViewHoles:
+	case next >= maxQueueOffset || v.pos.len() > 0 && next-end > maxViewHoles:
 		return fmt.Errorf("%w: queue %d cannot skip from %d to %d", engine.ErrCorrupt, v.id, end, next)
-	case len(v.pos) == 0:
+	case v.pos.len() == 0:
 		v.first = next
 		v.publish()
 		return nil
@@ -392,11 +379,8 @@ func (v *storeView) DropBefore(off uint64) (int, error) {
 	if off <= v.first {
 		return 0, nil
 	}
-	k := min(off-v.first, uint64(len(v.pos)))
-	v.pos = v.pos[k:]
-	if len(v.pos) == 0 {
-		v.pos = v.buf[:0]
-	}
+	k := min(off-v.first, uint64(v.pos.len()))
+	v.pos.dropFront(int(k))
 	v.first += k
 	v.publish()
 	return 0, nil
@@ -407,8 +391,8 @@ func (v *storeView) DropBefore(off uint64) (int, error) {
 func (v *storeView) low() (uint64, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, p := range v.pos {
-		if p&holeBit == 0 {
+	for i := range v.pos.len() {
+		if p := v.pos.at(i); p&holeBit == 0 {
 			return p, true
 		}
 	}

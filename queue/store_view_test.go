@@ -25,7 +25,7 @@ func TestStoreViewNeverReadsAnotherQueuesRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	va.mu.Lock()
-	va.pos[0] = pb
+	va.pos.set(0, pb)
 	va.mu.Unlock()
 	r, err := va.Read(0)
 	if !errors.Is(err, engine.ErrCorrupt) || r.Body != nil {
