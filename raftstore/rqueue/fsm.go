@@ -84,7 +84,8 @@ type FSM struct {
 	sdir    string
 	gen     uint64
 	queues  map[string]*fsmQueue
-	changed chan struct{}     // closed, and replaced, when a queue is created or the store replaced
+	changed chan struct{}     // closed, and replaced, when a queue is created, the store replaced, or the FSM closed
+	waiting int               // receivers waiting on changed
 	next    uint64            // the next message id, over every queue
 	applied uint64            // the last raft index applied
 	http    map[string]string // node id -> HTTP address (announce)
@@ -416,12 +417,20 @@ func (f *FSM) ReceiveFrom(ctx context.Context, name string) (Message, error) {
 			return Message{}, err
 		}
 		if fq == nil {
+			f.mu.Lock()
+			f.waiting++
+			f.mu.Unlock()
 			select {
 			case <-ctx.Done():
-				return Message{}, ctx.Err()
 			case <-changed:
-				continue
 			}
+			f.mu.Lock()
+			f.waiting--
+			f.mu.Unlock()
+			if ctx.Err() != nil {
+				return Message{}, ctx.Err()
+			}
+			continue
 		}
 		m, err := fq.q.Receive(ctx)
 		if errors.Is(err, engine.ErrClosed) {
@@ -648,6 +657,7 @@ func (f *FSM) Close() error {
 		return ErrClosed
 	}
 	f.closed = true
+	f.changedNow() // wakes the receivers waiting for a queue: ErrClosed
 	return f.store.Close()
 }
 

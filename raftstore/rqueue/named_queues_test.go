@@ -170,6 +170,35 @@ func TestFSMReceiveWaitsForAQueueToBeCreated(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("receiver: %v, want context.Canceled", err)
 	}
+
+	// Close wakes a receiver waiting for a queue: ErrClosed.
+	go func() {
+		_, err := f.ReceiveFrom(context.Background(), "never")
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		f.mu.Lock()
+		w := f.waiting
+		f.mu.Unlock()
+		if w == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the receiver never waited for the queue")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("receiver of a missing queue at Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close left a receiver waiting for a queue")
+	}
 }
 
 // Commands with a queue name the FSM refuses, or malformed, change
