@@ -498,3 +498,34 @@ func TestHTTPNamedQueueRoutes(t *testing.T) {
 		t.Fatalf("status: %d %+v", c, st)
 	}
 }
+
+// A snapshot of the default queue alone is written as version 1, which
+// nodes of the version before named queues read; one more queue makes it
+// version 2. Both restore as they were.
+func TestFSMSnapshotOfTheDefaultQueueAloneIsVersion1(t *testing.T) {
+	f := newFSM(t)
+	a := &applier{f: f}
+	a.send(t, Outgoing{Body: []byte("one")}, Outgoing{Body: []byte("two"), Group: "g"})
+	for _, c := range []struct {
+		magic string
+		step  func()
+	}{
+		{snapMagicV1, func() {}},
+		{snapMagic, func() { a.queueOp(t, cmdCreateQueue, "other") }},
+		{snapMagic, func() { a.queueOp(t, cmdDropQueue, DefaultQueue) }},
+		{snapMagic, func() { a.queueOp(t, cmdDropQueue, "other") }}, // no queue at all
+	} {
+		c.step()
+		snap := snapshotOf(t, f)
+		if got := string(snap[:len(c.magic)]); got != c.magic {
+			t.Fatalf("queues %v: snapshot %q, want %q", queueNames(f.Queues()), got, c.magic)
+		}
+		dst := newFSM(t)
+		if err := dst.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := digestOf(t, dst), digestOf(t, f); got != want {
+			t.Fatalf("queues %v: restored %+v, want %+v", queueNames(f.Queues()), got, want)
+		}
+	}
+}

@@ -27,11 +27,12 @@ import (
 //	byte 0, uv number of queues, uv number of messages
 //	CRC-32C (Castagnoli) of all the above, 4 bytes big-endian
 //
-// (uv: unsigned varint; bytes: uv length, then the bytes.) Restore also
-// reads the version before named queues, "PLRQSNP1": the same header, the
-// messages (byte 1, ...) with no queue section, byte 0, uv number of
-// messages, the CRC-32C; its messages go to the default queue, the only
-// queue it restores.
+// (uv: unsigned varint; bytes: uv length, then the bytes.) The version
+// before named queues, "PLRQSNP1", has the same header, the messages
+// (byte 1, ...) with no queue section, byte 0, uv number of messages, the
+// CRC-32C: its messages are the default queue's, the only queue it holds.
+// Restore reads both; Snapshot writes version 1 when the FSM holds the
+// default queue alone (so that nodes of an older version read it).
 const (
 	snapMagic   = "PLRQSNP2"
 	snapMagicV1 = "PLRQSNP1"
@@ -128,7 +129,14 @@ func (f *FSM) doneReading(dir string) {
 func (s *snapshot) write(w io.Writer) error {
 	crc := crc32.New(castagnoli)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 1<<16)
+	// The default queue alone is written as version 1, which a node of
+	// an older version reads: a cluster that uses no other queue may mix
+	// versions while it upgrades.
+	v1 := len(s.queues) == 1 && s.queues[0].name == DefaultQueue
 	b := []byte(snapMagic)
+	if v1 {
+		b = []byte(snapMagicV1)
+	}
 	b = binary.AppendUvarint(b, s.applied)
 	b = binary.AppendUvarint(b, s.next)
 	b = binary.AppendUvarint(b, uint64(len(s.http)))
@@ -145,8 +153,10 @@ func (s *snapshot) write(w io.Writer) error {
 	}()
 	n := uint64(0)
 	for _, sq := range s.queues {
-		b = appendBytes(append(b[:0], snapSection), []byte(sq.name))
-		bw.Write(b)
+		if !v1 {
+			b = appendBytes(append(b[:0], snapSection), []byte(sq.name))
+			bw.Write(b)
+		}
 		if len(sq.pairs) == 0 {
 			continue
 		}
@@ -163,7 +173,9 @@ func (s *snapshot) write(w io.Writer) error {
 		n += k
 	}
 	b = append(b[:0], snapEnd)
-	b = binary.AppendUvarint(b, uint64(len(s.queues)))
+	if !v1 {
+		b = binary.AppendUvarint(b, uint64(len(s.queues)))
+	}
 	b = binary.AppendUvarint(b, n)
 	bw.Write(b)
 	if err := bw.Flush(); err != nil {
