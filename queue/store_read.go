@@ -58,19 +58,52 @@ func StatStoreQueue(dir, name string) (Status, error) {
 // Beside a process that removes segments of the store's logs while it
 // reads, a message in a removed segment is left out.
 func StoreMessages(dir, name string, fn func(Stored) bool) error {
+	r, err := ReadStore(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.Messages(name, fn)
+}
+
+// A StoreReader reads the queues of a store from its files as
+// StoreMessages does, reading the store's logs once for every queue it
+// is asked for (StoreMessages reads them at each call): a snapshot of
+// every queue of a store reads it once.
+type StoreReader struct{ s *Store }
+
+// ReadStore opens the store in dir to read, as StoreMessages does: no
+// lock, nothing written. What the files hold when it returns is what the
+// reader sees, but for segments removed meanwhile (see StoreMessages).
+func ReadStore(dir string) (*StoreReader, error) {
 	s, err := lookStore(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer s.closeLogs()
-	st, skip, err := s.statusOf(name)
+	return &StoreReader{s: s}, nil
+}
+
+// Names returns the names of the store's queues, sorted.
+func (r *StoreReader) Names() []string { return r.s.Names() }
+
+// Messages calls fn for each message not deleted of the queue name,
+// oldest first, until fn returns false (see StoreMessages). A name the
+// store does not hold is an error wrapping ErrNoQueue.
+func (r *StoreReader) Messages(name string, fn func(Stored) bool) error {
+	st, skip, err := r.s.statusOf(name)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	sq := s.byName[name]
-	s.mu.Unlock()
+	r.s.mu.Lock()
+	sq := r.s.byName[name]
+	r.s.mu.Unlock()
 	walkMessages(sq.msgs, st.Head, skip, fn)
+	return nil
+}
+
+// Close closes the reader's logs.
+func (r *StoreReader) Close() error {
+	r.s.closeLogs()
 	return nil
 }
 

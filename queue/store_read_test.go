@@ -114,3 +114,43 @@ func TestStoreDepthsListsEveryQueue(t *testing.T) {
 		t.Fatal("Has answers wrong, or created a queue")
 	}
 }
+
+func TestStoreReaderReadsEveryQueueFromOneLook(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{})
+	defer s.Close()
+	a, b := mustQueue(t, s, "a"), mustQueue(t, s, "b")
+	sendN(t, a, "a", 3)
+	sendN(t, b, "b", 2)
+	if err := b.Discard(0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ReadStore(dir) // beside the owner
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sendN(t, a, "later", 1) // after the look: not seen
+	if got := fmt.Sprint(r.Names()); got != "[a b]" {
+		t.Fatalf("names %s", got)
+	}
+	list := func(name string) string {
+		var got []string
+		if err := r.Messages(name, func(m Stored) bool {
+			got = append(got, fmt.Sprintf("%d:%s", m.Offset, m.Body))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(got)
+	}
+	if got, want := list("a"), "[0:a0 1:a1 2:a2]"; got != want {
+		t.Fatalf("a: %s, want %s", got, want)
+	}
+	if got, want := list("b"), "[1:b1]"; got != want {
+		t.Fatalf("b: %s, want %s", got, want)
+	}
+	if err := r.Messages("c", func(Stored) bool { return true }); !errors.Is(err, ErrNoQueue) {
+		t.Fatalf("a queue the store lacks: %v, want ErrNoQueue", err)
+	}
+}

@@ -286,13 +286,16 @@ func TestClusterSnapshotInstall(t *testing.T) {
 	if d.Messages != 450 {
 		t.Fatalf("%+v", d)
 	}
-	fsm := c.nodes[f].FSM()
-	fsm.mu.Lock()
-	restores := fsm.gen
-	fsm.mu.Unlock()
-	if restores == 0 {
+	if restores(c.nodes[f].FSM()) == 0 {
 		t.Fatal("the restarted node caught up without a snapshot installed")
 	}
+}
+
+// restores returns how many snapshots f installed.
+func restores(f *FSM) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
 }
 
 // A second node on a directory in use fails with ErrLocked and leaves the

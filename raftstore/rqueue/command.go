@@ -10,18 +10,31 @@ import (
 // byte, then its fields as unsigned varints (uv) and length-prefixed byte
 // strings (bytes = uv length, then the bytes):
 //
-//	send:     kind 1, uv count, count x (uv due in Unix ms (0: none), bytes group, bytes body)
-//	delete:   kind 2, uv count, count x uv id
-//	announce: kind 3, bytes node id, bytes HTTP address
+//	send:         kind 1, uv count, count x (uv due in Unix ms (0: none), bytes group, bytes body)
+//	delete:       kind 2, uv count, count x uv id
+//	announce:     kind 3, bytes node id, bytes HTTP address
+//	send to:      kind 4, bytes queue name, then a send's fields after its kind
+//	delete from:  kind 5, bytes queue name, then a delete's fields after its kind
+//	create queue: kind 6, bytes queue name
+//	drop queue:   kind 7, bytes queue name
 //
-// A send's messages get consecutive ids from the FSM's next id on; the
-// due time is fixed by the node that proposes it, so that every node
-// applies the same one. An announce records a node's HTTP address, so
-// that a follower can name the leader's.
+// Kinds 1 and 2 (the only ones before named queues) act on the default
+// queue, DefaultQueue; the node still proposes them for it, so that nodes
+// of an older version apply a cluster's default-queue traffic. A send's
+// messages get consecutive ids from the FSM's next id on (one sequence
+// for every queue: an id names one message of one queue, never reused,
+// not even by a queue dropped and created again); the due time is fixed
+// by the node that proposes it, so that every node applies the same one.
+// A send to a queue the FSM lacks creates it. An announce records a
+// node's HTTP address, so that a follower can name the leader's.
 const (
-	cmdSend     = 1
-	cmdDelete   = 2
-	cmdAnnounce = 3
+	cmdSend        = 1
+	cmdDelete      = 2
+	cmdAnnounce    = 3
+	cmdSendTo      = 4
+	cmdDeleteFrom  = 5
+	cmdCreateQueue = 6
+	cmdDropQueue   = 7
 )
 
 // errBadCommand: an entry's data is not a command this package wrote.
@@ -39,13 +52,21 @@ func appendBytes(b, s []byte) []byte {
 	return append(b, s...)
 }
 
-func encodeSend(msgs []Outgoing) []byte {
-	n := 1 + binary.MaxVarintLen64
+func encodeSend(msgs []Outgoing) []byte { return encodeSendTo(DefaultQueue, msgs) }
+
+// encodeSendTo encodes a send to the queue name: kind 1 for the default
+// queue, kind 4 for the others.
+func encodeSendTo(name string, msgs []Outgoing) []byte {
+	n := 1 + 2*binary.MaxVarintLen64 + len(name)
 	for _, m := range msgs {
 		n += 3*binary.MaxVarintLen64 + len(m.Group) + len(m.Body)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, cmdSend)
+	if name == DefaultQueue {
+		b = append(b, cmdSend)
+	} else {
+		b = appendBytes(append(b, cmdSendTo), []byte(name))
+	}
 	b = binary.AppendUvarint(b, uint64(len(msgs)))
 	for _, m := range msgs {
 		b = binary.AppendUvarint(b, uint64(m.Due))
@@ -55,9 +76,17 @@ func encodeSend(msgs []Outgoing) []byte {
 	return b
 }
 
-func encodeDelete(ids []uint64) []byte {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64*(1+len(ids)))
-	b = append(b, cmdDelete)
+func encodeDelete(ids []uint64) []byte { return encodeDeleteFrom(DefaultQueue, ids) }
+
+// encodeDeleteFrom encodes a delete of ids of the queue name: kind 2 for
+// the default queue, kind 5 for the others.
+func encodeDeleteFrom(name string, ids []uint64) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64*(2+len(ids))+len(name))
+	if name == DefaultQueue {
+		b = append(b, cmdDelete)
+	} else {
+		b = appendBytes(append(b, cmdDeleteFrom), []byte(name))
+	}
 	b = binary.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		b = binary.AppendUvarint(b, id)
@@ -69,6 +98,11 @@ func encodeAnnounce(id, addr string) []byte {
 	b := []byte{cmdAnnounce}
 	b = appendBytes(b, []byte(id))
 	return appendBytes(b, []byte(addr))
+}
+
+// encodeQueueOp encodes a create queue (kind 6) or drop queue (kind 7).
+func encodeQueueOp(kind byte, name string) []byte {
+	return appendBytes([]byte{kind}, []byte(name))
 }
 
 // reader decodes a command; the first error sticks.
@@ -121,6 +155,14 @@ func (r *reader) end() error {
 		r.err = fmt.Errorf("%w: %d bytes after the command", errBadCommand, len(r.b))
 	}
 	return r.err
+}
+
+// decodeName splits the queue name off the data of a command of kind 4
+// to 7.
+func decodeName(b []byte) (name string, rest []byte, err error) {
+	r := reader{b: b}
+	name = string(r.bytes())
+	return name, r.b, r.err
 }
 
 func decodeSend(b []byte) ([]Outgoing, error) {

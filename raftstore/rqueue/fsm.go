@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,76 +57,127 @@ type DeleteResult struct {
 	Err     error
 }
 
-// FSM is a raft.FSM whose commands are the queue's operations, applied to
-// a pagelog queue in a directory of its own. See the package
+// DefaultQueue is the name of the queue that the routes and methods
+// without a queue name (POST /send, Node.Send, FSM.Receive, ...) act on.
+// Every FSM starts with it, empty; it may be dropped like any other (a
+// send to it creates it again).
+const DefaultQueue = "default"
+
+// QueueResult is the response of a create queue or drop queue command:
+// whether it changed anything (a queue created that was not there, one
+// dropped that was).
+type QueueResult struct {
+	Changed bool
+	Err     error
+}
+
+// FSM is a raft.FSM whose commands are the queues' operations, applied to
+// a pagelog store (queue.Store) in a directory of its own. See the package
 // documentation for what it keeps and why.
 type FSM struct {
 	dir  string
-	opts queue.Options
+	opts queue.StoreOptions
 	max  int // largest body
 
 	mu      sync.Mutex
-	q       *queue.Queue
-	qdir    string
+	store   *queue.Store
+	sdir    string
 	gen     uint64
-	offOf   map[uint64]uint64 // live message id -> local offset
-	idOf    map[uint64]uint64 // local offset -> id
-	next    uint64            // the next message id
+	queues  map[string]*fsmQueue
+	changed chan struct{}     // closed, and replaced, when a queue is created, the store replaced, or the FSM closed
+	waiting int               // receivers waiting on changed
+	next    uint64            // the next message id, over every queue
 	applied uint64            // the last raft index applied
 	http    map[string]string // node id -> HTTP address (announce)
 	failed  error
 	closed  bool
-	// reading counts the snapshots reading each queue directory; one
+	// reading counts the snapshots reading each store directory; one
 	// that Restore replaced is removed once none reads it (retired).
 	reading map[string]int
 	retired map[string]bool
 }
 
+// fsmQueue is one queue of the FSM: its queue in the store, and the map
+// between its live messages' ids and their offsets in it.
+type fsmQueue struct {
+	q     *queue.Queue
+	offOf map[uint64]uint64 // live message id -> local offset
+	idOf  map[uint64]uint64 // local offset -> id
+}
+
+func newFSMQueue(q *queue.Queue) *fsmQueue {
+	return &fsmQueue{q: q, offOf: map[uint64]uint64{}, idOf: map[uint64]uint64{}}
+}
+
 var _ raft.FSM = (*FSM)(nil)
 
-// NewFSM makes an FSM whose queue lives under dir. Whatever dir holds is
-// removed first: the queue is rebuilt from raft's snapshot and log, the
-// durable copy. opts configure the local queue; its Sync is ignored (the
-// queue runs SyncNone: raft's log is what survives a crash), MaxReceives
-// and DeadLetterDir are refused (receive counts and dead-letter moves
-// would live on one node only), DedupWindow is unused.
+// NewFSM makes an FSM whose store lives under dir, holding the default
+// queue, empty. Whatever dir holds is removed first: the store is rebuilt
+// from raft's snapshot and log, the durable copy. opts configure the
+// store and its queues (Log, Visibility, CheckpointInterval, Clock,
+// DefaultDelay, MaxHeldSegments); its Sync is ignored (the store runs
+// SyncNone: raft's log is what survives a crash), MaxReceives and
+// DeadLetterDir are refused (receive counts and dead-letter moves would
+// live on one node only), DedupWindow is unused.
 func NewFSM(dir string, opts queue.Options) (*FSM, error) {
 	if opts.MaxReceives != 0 || opts.DeadLetterDir != "" {
 		return nil, fmt.Errorf("%w: rqueue: MaxReceives and DeadLetterDir are not replicated", engine.ErrBadOptions)
 	}
-	opts.Log.Sync = engine.SyncNone
-	opts.Log.FirstOffset = 0
+	so := queue.StoreOptions{Log: opts.Log, Visibility: opts.Visibility, CheckpointInterval: opts.CheckpointInterval,
+		Clock: opts.Clock, DefaultDelay: opts.DefaultDelay, MaxHeldSegments: opts.MaxHeldSegments}
+	so.Log.Sync = engine.SyncNone
+	so.Log.FirstOffset = 0
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("rqueue: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("rqueue: %w", err)
 	}
-	f := &FSM{dir: dir, opts: opts, max: opts.Log.MaxRecordBytes, next: 1, http: map[string]string{},
-		reading: map[string]int{}, retired: map[string]bool{}}
+	f := &FSM{dir: dir, opts: so, max: so.Log.MaxRecordBytes, next: 1, http: map[string]string{},
+		changed: make(chan struct{}), reading: map[string]int{}, retired: map[string]bool{}}
 	if f.max == 0 {
 		f.max = engine.DefaultMaxRecordBytes
 	}
-	q, qdir, err := f.openGen(0)
+	s, sdir, err := f.openGen(0)
 	if err != nil {
 		return nil, err
 	}
-	f.q, f.qdir = q, qdir
-	f.offOf, f.idOf = map[uint64]uint64{}, map[uint64]uint64{}
+	q, err := s.Queue(DefaultQueue)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	f.store, f.sdir = s, sdir
+	f.queues = map[string]*fsmQueue{DefaultQueue: newFSMQueue(q)}
 	return f, nil
 }
 
-func (f *FSM) openGen(gen uint64) (*queue.Queue, string, error) {
-	qdir := filepath.Join(f.dir, "q"+strconv.FormatUint(gen, 10))
-	q, err := queue.Open(qdir, f.opts)
-	return q, qdir, err
+func (f *FSM) openGen(gen uint64) (*queue.Store, string, error) {
+	sdir := filepath.Join(f.dir, "s"+strconv.FormatUint(gen, 10))
+	s, err := queue.OpenStore(sdir, f.opts)
+	return s, sdir, err
 }
 
 // MaxBodyBytes is the largest message body the local queue accepts.
 func (f *FSM) MaxBodyBytes() int { return f.max }
 
+// CheckQueueName returns nil for a name the FSM takes for a queue, an
+// error wrapping queue.ErrBadQueueName otherwise: a store's queue name
+// (queue.CheckQueueName) that does not end in ".dead" (the store's name
+// of a queue's dead letters, which dropping the queue would drop too).
+func CheckQueueName(name string) error {
+	if err := queue.CheckQueueName(name); err != nil {
+		return fmt.Errorf("rqueue: %w", err)
+	}
+	if strings.HasSuffix(name, ".dead") {
+		return fmt.Errorf("rqueue: %w: %q ends in .dead (the name of a queue's dead letters)", queue.ErrBadQueueName, name)
+	}
+	return nil
+}
+
 // Apply applies one command. Its response is a SendResult, a
-// DeleteResult, or nil (an announce, a log entry that is no command).
+// DeleteResult, a QueueResult, or nil (an announce, a log entry that is
+// no command).
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand || len(l.Data) == 0 {
 		return nil
@@ -132,58 +185,155 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = l.Index
+	data := l.Data[1:]
+	name, err := DefaultQueue, error(nil)
 	switch l.Data[0] {
-	case cmdSend:
-		msgs, err := decodeSend(l.Data[1:])
+	case cmdSendTo, cmdDeleteFrom, cmdCreateQueue, cmdDropQueue:
+		name, data, err = decodeName(data)
 		if err == nil {
-			err = f.check(msgs)
+			err = CheckQueueName(name)
 		}
-		if err != nil {
-			return SendResult{Err: err}
+	}
+	switch l.Data[0] {
+	case cmdSend, cmdSendTo:
+		var msgs []Outgoing
+		if err == nil {
+			msgs, err = decodeSend(data)
 		}
-		if f.failed != nil || f.closed {
-			return SendResult{Err: f.brokenErr()}
+		return f.applySend(name, msgs, err)
+	case cmdDelete, cmdDeleteFrom:
+		var ids []uint64
+		if err == nil {
+			ids, err = decodeDelete(data)
 		}
-		first := f.next
-		if err := send(f.q, msgs, func(off uint64, _ int) {
-			f.offOf[f.next] = off
-			f.idOf[off] = f.next
-			f.next++
-		}); err != nil {
-			f.failed = err
-			return SendResult{Err: f.brokenErr()}
+		return f.applyDelete(name, ids, err)
+	case cmdCreateQueue, cmdDropQueue:
+		if err == nil && len(data) != 0 {
+			err = fmt.Errorf("%w: %d bytes after the command", errBadCommand, len(data))
 		}
-		return SendResult{First: first, N: len(msgs)}
-	case cmdDelete:
-		ids, err := decodeDelete(l.Data[1:])
-		if err != nil {
-			return DeleteResult{Err: err}
-		}
-		if f.failed != nil || f.closed {
-			return DeleteResult{Err: f.brokenErr()}
-		}
-		n := 0
-		for _, id := range ids {
-			off, ok := f.offOf[id]
-			if !ok {
-				continue // deleted before, or never sent
-			}
-			if err := f.q.Discard(off); err != nil {
-				f.failed = err
-				return DeleteResult{Deleted: n, Err: f.brokenErr()}
-			}
-			delete(f.offOf, id)
-			delete(f.idOf, off)
-			n++
-		}
-		return DeleteResult{Deleted: n}
+		return f.applyQueueOp(l.Data[0], name, err)
 	case cmdAnnounce:
-		if id, addr, err := decodeAnnounce(l.Data[1:]); err == nil {
+		if id, addr, err := decodeAnnounce(data); err == nil {
 			f.http[id] = addr
 		}
 		return nil
 	}
 	return fmt.Errorf("%w: kind %d", errBadCommand, l.Data[0])
+}
+
+// applySend sends msgs to the queue name, created when the FSM lacks it.
+// Called with f.mu held.
+func (f *FSM) applySend(name string, msgs []Outgoing, err error) SendResult {
+	if err == nil {
+		err = f.check(msgs)
+	}
+	if err != nil {
+		return SendResult{Err: err}
+	}
+	if f.failed != nil || f.closed {
+		return SendResult{Err: f.brokenErr()}
+	}
+	fq, err := f.queueFor(name, true)
+	if err != nil {
+		f.failed = err
+		return SendResult{Err: f.brokenErr()}
+	}
+	first := f.next
+	if err := send(fq.q, msgs, func(off uint64, _ int) {
+		fq.offOf[f.next] = off
+		fq.idOf[off] = f.next
+		f.next++
+	}); err != nil {
+		f.failed = err
+		return SendResult{Err: f.brokenErr()}
+	}
+	return SendResult{First: first, N: len(msgs)}
+}
+
+// applyDelete deletes the messages ids of the queue name. Called with
+// f.mu held.
+func (f *FSM) applyDelete(name string, ids []uint64, err error) DeleteResult {
+	if err != nil {
+		return DeleteResult{Err: err}
+	}
+	if f.failed != nil || f.closed {
+		return DeleteResult{Err: f.brokenErr()}
+	}
+	fq := f.queues[name]
+	if fq == nil {
+		return DeleteResult{} // no such queue: none of the ids is live
+	}
+	n := 0
+	for _, id := range ids {
+		off, ok := fq.offOf[id]
+		if !ok {
+			continue // deleted before, never sent, or another queue's
+		}
+		if err := fq.q.Discard(off); err != nil {
+			f.failed = err
+			return DeleteResult{Deleted: n, Err: f.brokenErr()}
+		}
+		delete(fq.offOf, id)
+		delete(fq.idOf, off)
+		n++
+	}
+	return DeleteResult{Deleted: n}
+}
+
+// applyQueueOp creates (cmdCreateQueue) or drops (cmdDropQueue) the
+// queue name. Called with f.mu held.
+func (f *FSM) applyQueueOp(kind byte, name string, err error) QueueResult {
+	if err != nil {
+		return QueueResult{Err: err}
+	}
+	if f.failed != nil || f.closed {
+		return QueueResult{Err: f.brokenErr()}
+	}
+	fq := f.queues[name]
+	if kind == cmdCreateQueue {
+		if fq != nil {
+			return QueueResult{}
+		}
+		if _, err := f.queueFor(name, true); err != nil {
+			f.failed = err
+			return QueueResult{Err: f.brokenErr()}
+		}
+		return QueueResult{Changed: true}
+	}
+	if fq == nil {
+		return QueueResult{}
+	}
+	// Its receivers blocked in Receive get ErrClosed, and find it gone.
+	delete(f.queues, name)
+	if err := f.store.DeleteQueue(name); err != nil {
+		f.failed = err
+		return QueueResult{Err: f.brokenErr()}
+	}
+	return QueueResult{Changed: true}
+}
+
+// queueFor returns the queue name, creating it in the store when create
+// is set and the FSM lacks it (nil when it lacks it otherwise). Called
+// with f.mu held.
+func (f *FSM) queueFor(name string, create bool) (*fsmQueue, error) {
+	if fq := f.queues[name]; fq != nil || !create {
+		return fq, nil
+	}
+	q, err := f.store.Queue(name)
+	if err != nil {
+		return nil, err
+	}
+	fq := newFSMQueue(q)
+	f.queues[name] = fq
+	f.changedNow()
+	return fq, nil
+}
+
+// changedNow wakes the receivers waiting for a queue to be created.
+// Called with f.mu held.
+func (f *FSM) changedNow() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 func (f *FSM) brokenErr() error {
@@ -248,27 +398,56 @@ func send(q *queue.Queue, msgs []Outgoing, record func(off uint64, i int)) error
 	return nil
 }
 
-// Receive hands out the next ready message of the local queue, as
-// queue.Receive does, with its replicated id. Only the leader's hand-outs
-// mean anything (Node.Receive checks): the deadline lives on this node.
+// Receive hands out the next ready message of the default queue
+// (ReceiveFrom).
 func (f *FSM) Receive(ctx context.Context) (Message, error) {
+	return f.ReceiveFrom(ctx, DefaultQueue)
+}
+
+// ReceiveFrom hands out the next ready message of the local queue name, as
+// queue.Receive does, with its replicated id. Only the leader's hand-outs
+// mean anything (Node.Receive checks): the deadline lives on this node. A
+// queue the FSM lacks is waited for as an empty one: a send creates it.
+func (f *FSM) ReceiveFrom(ctx context.Context, name string) (Message, error) {
 	for {
 		f.mu.Lock()
-		q, err := f.q, f.stopped()
+		fq, changed, err := f.queues[name], f.changed, f.stopped()
 		f.mu.Unlock()
 		if err != nil {
 			return Message{}, err
 		}
-		m, err := q.Receive(ctx)
+		if fq == nil {
+			f.mu.Lock()
+			f.waiting++
+			f.mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			}
+			f.mu.Lock()
+			f.waiting--
+			f.mu.Unlock()
+			if ctx.Err() != nil {
+				return Message{}, ctx.Err()
+			}
+			continue
+		}
+		m, err := fq.q.Receive(ctx)
 		if errors.Is(err, engine.ErrClosed) {
-			continue // replaced by Restore, or closed: stopped() tells
+			f.mu.Lock()
+			current := f.queues[name] == fq && f.stopped() == nil
+			f.mu.Unlock()
+			if current { // closed under the FSM
+				return Message{}, fmt.Errorf("%w: %w", ErrFailed, err)
+			}
+			continue // replaced by Restore, dropped, or closed: the next look tells
 		}
 		if err != nil && m.Offset == 0 && m.Receives == 0 {
 			return Message{}, err
 		}
 		f.mu.Lock()
-		id, ok := f.idOf[m.Offset]
-		same := q == f.q
+		id, ok := fq.idOf[m.Offset]
+		same := f.queues[name] == fq
 		f.mu.Unlock()
 		if !ok || !same {
 			continue // deleted between the hand-out and now
@@ -284,38 +463,105 @@ func (f *FSM) stopped() error {
 	return nil
 }
 
-// ChangeVisibility moves the deadline of the message id, in flight on this
-// node, to d from now (0: ready at once); see queue.ChangeVisibility.
+// ChangeVisibility moves the deadline of the message id of the default
+// queue (ChangeVisibilityIn).
 func (f *FSM) ChangeVisibility(id uint64, d time.Duration) error {
+	return f.ChangeVisibilityIn(DefaultQueue, id, d)
+}
+
+// ChangeVisibilityIn moves the deadline of the message id of the queue
+// name, in flight on this node, to d from now (0: ready at once); see
+// queue.ChangeVisibility.
+func (f *FSM) ChangeVisibilityIn(name string, id uint64, d time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.stopped(); err != nil {
 		return err
 	}
-	off, ok := f.offOf[id]
-	if !ok {
-		return fmt.Errorf("%w: id %d", ErrNotFound, id)
+	fq := f.queues[name]
+	if fq == nil {
+		return fmt.Errorf("%w: id %d: no queue %q", ErrNotFound, id, name)
 	}
-	return f.q.ChangeVisibility(off, d)
+	off, ok := fq.offOf[id]
+	if !ok {
+		return fmt.Errorf("%w: id %d in queue %q", ErrNotFound, id, name)
+	}
+	return fq.q.ChangeVisibility(off, d)
 }
 
 // Status is what an FSM holds.
 type Status struct {
-	Applied  uint64 // the last raft index applied
-	NextID   uint64 // the id of the next message sent
-	Messages int    // live messages (not deleted)
-	Failed   error  // the local queue's failure, nil when it works
-	Queue    queue.Stats
+	Applied  uint64      // the last raft index applied
+	NextID   uint64      // the id of the next message sent
+	Messages int         // live messages (not deleted), over every queue
+	InFlight int         // handed out by this node and not deleted, over every queue
+	Queues   int         // queues
+	Failed   error       // the local store's failure, nil when it works
+	Queue    queue.Stats // the default queue's (zero when it was dropped)
 }
 
 // Status returns the FSM's counters.
 func (f *FSM) Status() Status {
 	f.mu.Lock()
-	st := Status{Applied: f.applied, NextID: f.next, Messages: len(f.offOf), Failed: f.failed}
-	q := f.q
+	st := Status{Applied: f.applied, NextID: f.next, Queues: len(f.queues), Failed: f.failed}
+	for _, fq := range f.queues {
+		st.Messages += len(fq.offOf)
+	}
+	var q *queue.Queue
+	if fq := f.queues[DefaultQueue]; fq != nil {
+		q = fq.q
+	}
+	s := f.store
 	f.mu.Unlock()
-	st.Queue = q.Stats()
+	if q != nil {
+		st.Queue = q.Stats()
+	}
+	st.InFlight = s.Stats().InFlight
 	return st
+}
+
+// QueueStatus is one queue of an FSM.
+type QueueStatus struct {
+	Name     string `json:"name"`
+	Messages int    `json:"messages"`  // live messages (not deleted)
+	InFlight int    `json:"in_flight"` // handed out by this node, not deleted, deadline to come
+}
+
+// Queues returns the FSM's queues, by name.
+func (f *FSM) Queues() []QueueStatus {
+	f.mu.Lock()
+	names := slices.Sorted(maps.Keys(f.queues))
+	out := make([]QueueStatus, len(names))
+	for i, name := range names {
+		out[i] = QueueStatus{Name: name, Messages: len(f.queues[name].offOf)}
+	}
+	s := f.store
+	f.mu.Unlock()
+	inFlight := map[string]int{}
+	for _, d := range s.Depths() {
+		inFlight[d.Name] = d.InFlight
+	}
+	for i := range out {
+		out[i].InFlight = inFlight[out[i].Name]
+	}
+	return out
+}
+
+// QueueStatus returns the queue name's status, or an error wrapping
+// queue.ErrNoQueue when the FSM lacks it.
+func (f *FSM) QueueStatus(name string) (QueueStatus, error) {
+	f.mu.Lock()
+	fq := f.queues[name]
+	var st QueueStatus
+	if fq != nil {
+		st = QueueStatus{Name: name, Messages: len(fq.offOf)}
+	}
+	f.mu.Unlock()
+	if fq == nil {
+		return st, fmt.Errorf("rqueue: %w: %q", queue.ErrNoQueue, name)
+	}
+	st.InFlight = fq.q.Stats().InFlight
+	return st, nil
 }
 
 // HTTPAddr returns the HTTP address node id announced ("" when none).
@@ -330,48 +576,64 @@ func (f *FSM) HTTPAddr(id string) string {
 type Digest struct {
 	Applied  uint64 `json:"applied"`
 	NextID   uint64 `json:"next_id"`
+	Queues   int    `json:"queues"`
 	Messages int    `json:"messages"`
-	SHA256   string `json:"sha256"` // of every live message's id, due time, group and body, in id order
+	// SHA256 of every queue, by name: its name, then every live
+	// message's id, due time, group and body, in id order.
+	SHA256 string `json:"sha256"`
 }
 
-// Digest reads every live message from the local queue's files and
-// returns their digest. It checks that the files and the FSM's map agree.
+// Digest reads every live message from the local store's files and
+// returns their digest. It checks that the files and the FSM's maps
+// agree.
 func (f *FSM) Digest() (Digest, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.stopped(); err != nil {
 		return Digest{}, err
 	}
-	d := Digest{Applied: f.applied, NextID: f.next}
+	d := Digest{Applied: f.applied, NextID: f.next, Queues: len(f.queues)}
 	h := sha256.New()
-	var buf []byte
-	seen := 0
-	// No segment is dropped while Messages reads (a moved message's
-	// original or copy must stay where Messages finds it).
-	resume := f.q.PauseDrops()
+	// No segment is dropped while the files are read (a moved message's
+	// original or copy must stay where the reader finds it).
+	resume := f.store.PauseDrops()
 	defer resume()
-	err := queue.Messages(f.qdir, func(m queue.Stored) bool {
-		id, ok := f.idOf[m.Offset]
-		if !ok && m.Err != nil {
-			// A record no live message names, read as damaged: a
-			// segment the queue dropped before the pause and reuses.
-			return true
-		}
-		if !ok || m.Err != nil {
-			d.Messages = -1
-			return false
-		}
-		buf = appendMessage(buf[:0], id, m)
-		h.Write(buf)
-		seen++
-		return true
-	})
-	if err == nil && (d.Messages < 0 || seen != len(f.offOf)) {
-		err = fmt.Errorf("rqueue: the local queue holds %d live messages, the FSM %d", seen, len(f.offOf))
+	r, err := queue.ReadStore(f.sdir)
+	if err != nil {
+		return d, err
 	}
-	d.Messages = seen
+	defer r.Close()
+	var buf []byte
+	for _, name := range slices.Sorted(maps.Keys(f.queues)) {
+		fq := f.queues[name]
+		h.Write(appendBytes(buf[:0], []byte(name)))
+		seen, bad := 0, false
+		err := r.Messages(name, func(m queue.Stored) bool {
+			id, ok := fq.idOf[m.Offset]
+			if !ok && m.Err != nil {
+				// A record no live message names, read as damaged: a
+				// segment the store dropped before the pause and reuses.
+				return true
+			}
+			if !ok || m.Err != nil {
+				bad = true
+				return false
+			}
+			buf = appendMessage(buf[:0], id, m)
+			h.Write(buf)
+			seen++
+			return true
+		})
+		if err == nil && (bad || seen != len(fq.offOf)) {
+			err = fmt.Errorf("rqueue: the local queue %q holds %d live messages, the FSM %d", name, seen, len(fq.offOf))
+		}
+		d.Messages += seen
+		if err != nil {
+			return d, err
+		}
+	}
 	d.SHA256 = hex.EncodeToString(h.Sum(nil))
-	return d, err
+	return d, nil
 }
 
 // appendMessage appends a message as a snapshot holds it.
@@ -386,8 +648,8 @@ func appendMessage(b []byte, id uint64, m queue.Stored) []byte {
 	return appendBytes(b, m.Body)
 }
 
-// Close closes the local queue; calls after it return ErrClosed. A
-// snapshot being written goes on reading the queue's files.
+// Close closes the local store; calls after it return ErrClosed. A
+// snapshot being written goes on reading the store's files.
 func (f *FSM) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -395,14 +657,15 @@ func (f *FSM) Close() error {
 		return ErrClosed
 	}
 	f.closed = true
-	return f.q.Close()
+	f.changedNow() // wakes the receivers waiting for a queue: ErrClosed
+	return f.store.Close()
 }
 
-// live returns the live messages' (offset, id) pairs, by offset. Called
-// with f.mu held.
-func (f *FSM) live() [][2]uint64 {
-	pairs := make([][2]uint64, 0, len(f.idOf))
-	for off, id := range f.idOf {
+// live returns the live messages' (offset, id) pairs of fq, by offset.
+// Called with f.mu held.
+func (fq *fsmQueue) live() [][2]uint64 {
+	pairs := make([][2]uint64, 0, len(fq.idOf))
+	for off, id := range fq.idOf {
 		pairs = append(pairs, [2]uint64{off, id})
 	}
 	slices.SortFunc(pairs, func(a, b [2]uint64) int {

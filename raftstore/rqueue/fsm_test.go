@@ -56,6 +56,9 @@ func (a *applier) del(t *testing.T, ids ...uint64) int {
 	return r.Deleted
 }
 
+// def returns the FSM's default queue. Called with f.mu held.
+func (f *FSM) def() *fsmQueue { return f.queues[DefaultQueue] }
+
 func body(i int) []byte { return []byte(fmt.Sprintf("message %d %s", i, strings.Repeat("x", i%50))) }
 
 // memSink is a raft.SnapshotSink in memory.
@@ -93,10 +96,16 @@ func digestOf(t *testing.T, f *FSM) Digest {
 
 func receiveAll(t *testing.T, f *FSM) map[uint64]string {
 	t.Helper()
+	return receiveAllFrom(t, f, DefaultQueue)
+}
+
+// receiveAllFrom receives every ready message of the queue name.
+func receiveAllFrom(t *testing.T, f *FSM, name string) map[uint64]string {
+	t.Helper()
 	got := map[uint64]string{}
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		m, err := f.Receive(ctx)
+		m, err := f.ReceiveFrom(ctx, name)
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) {
 			return got
@@ -105,7 +114,7 @@ func receiveAll(t *testing.T, f *FSM) map[uint64]string {
 			t.Fatal(err)
 		}
 		if _, dup := got[m.ID]; dup {
-			t.Fatalf("message %d handed out twice", m.ID)
+			t.Fatalf("message %d of %s handed out twice", m.ID, name)
 		}
 		got[m.ID] = string(m.Body)
 	}
@@ -416,7 +425,7 @@ func TestFSMRestoreWhileSnapshotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldDir := f.qdir
+	oldDir := f.sdir
 
 	other := newFSM(t)
 	(&applier{f: other}).send(t, Outgoing{Body: []byte("other")})
@@ -461,7 +470,7 @@ func TestFSMFailedQueue(t *testing.T) {
 	f := newFSM(t)
 	a := &applier{f: f}
 	a.send(t, Outgoing{Body: []byte("one")})
-	if err := f.q.Close(); err != nil { // the queue fails under the FSM
+	if err := f.queues[DefaultQueue].q.Close(); err != nil { // the queue fails under the FSM
 		t.Fatal(err)
 	}
 	r := a.apply(t, encodeSend([]Outgoing{{Body: []byte("two")}})).(SendResult)

@@ -28,9 +28,30 @@ import (
 //	POST /delete      {"ids": [1, 2]} -> 200 {"deleted": 2}
 //	POST /visibility  {"id": 1, "timeout": "30s"} -> 200 {} ("0s" makes it ready now)
 //	GET  /status      -> 200 NodeStatus
-//	GET  /digest      -> 200 Digest of the live messages
+//	GET  /digest      -> 200 Digest of the live messages (every queue's)
 //
-// A node that does not lead answers the first four with 307 Temporary
+// Those act on the default queue (DefaultQueue, "default"). The queue
+// NAME (1-255 bytes of UTF-8, no '/' or NUL, not ending in ".dead",
+// percent-encoded in the path as any path segment) has the same routes
+// under /queues/NAME, and a few of its own:
+//
+//	POST   /queues/NAME/send, /queues/NAME/receive, /queues/NAME/delete,
+//	       /queues/NAME/visibility   as above, on the queue NAME; a send
+//	                                 creates the queue, a receive from a
+//	                                 queue the cluster lacks waits as on
+//	                                 an empty one
+//	PUT    /queues/NAME     -> 200 {"created": true} (false: it was there)
+//	DELETE /queues/NAME     -> 200 {"dropped": true} (false: no such queue)
+//	GET    /queues/NAME     -> 200 {"name", "messages", "in_flight"}, 404 when no such queue
+//	GET    /queues          -> 200 {"queues": [{"name", "messages", "in_flight"}, ...]} by name
+//
+// The GET routes answer from the node asked (a follower's view may lag
+// the leader's). Ids are one sequence over every queue: the id of a
+// message names it in its queue only (a delete of it under another queue
+// deletes nothing).
+//
+// A node that does not lead answers the sends, receives, deletes,
+// visibility changes, creates and drops with 307 Temporary
 // Redirect to the leader's address when the leader announced one (curl
 // -L follows it), else 503 with the leader's id and raft address. A send
 // or delete whose outcome is unknown (raft's timeout, a leadership lost
@@ -78,10 +99,29 @@ type apiError struct {
 // Handler returns the node's HTTP API.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /send", n.handleSend)
-	mux.HandleFunc("POST /receive", n.handleReceive)
-	mux.HandleFunc("POST /delete", n.handleDelete)
-	mux.HandleFunc("POST /visibility", n.handleVisibility)
+	for _, prefix := range []string{"", "/queues/{name}"} {
+		mux.HandleFunc("POST "+prefix+"/send", n.handleSend)
+		mux.HandleFunc("POST "+prefix+"/receive", n.handleReceive)
+		mux.HandleFunc("POST "+prefix+"/delete", n.handleDelete)
+		mux.HandleFunc("POST "+prefix+"/visibility", n.handleVisibility)
+	}
+	mux.HandleFunc("PUT /queues/{name}", func(w http.ResponseWriter, r *http.Request) {
+		n.handleQueueOp(w, r, "created", n.CreateQueue)
+	})
+	mux.HandleFunc("DELETE /queues/{name}", func(w http.ResponseWriter, r *http.Request) {
+		n.handleQueueOp(w, r, "dropped", n.DropQueue)
+	})
+	mux.HandleFunc("GET /queues/{name}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := n.fsm.QueueStatus(r.PathValue("name"))
+		if err != nil {
+			n.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("GET /queues", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string][]QueueStatus{"queues": n.Queues()})
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, n.Status()) })
 	mux.HandleFunc("GET /digest", func(w http.ResponseWriter, r *http.Request) {
 		d, err := n.Digest()
@@ -120,11 +160,12 @@ func (n *Node) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := http.StatusInternalServerError
 	e := apiError{Error: err.Error()}
 	switch {
-	case errors.Is(err, errBadRequest), errors.Is(err, engine.ErrInvalidAttrs), errors.Is(err, engine.ErrBadOptions):
+	case errors.Is(err, errBadRequest), errors.Is(err, engine.ErrInvalidAttrs), errors.Is(err, engine.ErrBadOptions),
+		errors.Is(err, queue.ErrBadQueueName):
 		code = http.StatusBadRequest
 	case errors.Is(err, engine.ErrTooLarge):
 		code = http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotInFlight):
+	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrNotInFlight), errors.Is(err, queue.ErrNoQueue):
 		code = http.StatusNotFound
 	case errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, context.DeadlineExceeded):
@@ -187,7 +228,31 @@ func (it sendItem) outgoing(now time.Time) (Outgoing, error) {
 	return m, nil
 }
 
+// queueName returns the queue a request names: NAME of /queues/NAME/...,
+// the default queue for the routes without it.
+func queueName(r *http.Request) string {
+	if name := r.PathValue("name"); name != "" {
+		return name
+	}
+	return DefaultQueue
+}
+
+// handleQueueOp answers PUT and DELETE /queues/NAME: {key: changed}.
+func (n *Node) handleQueueOp(w http.ResponseWriter, r *http.Request, key string, op func(context.Context, string) (bool, error)) {
+	changed, err := op(r.Context(), r.PathValue("name"))
+	if err != nil {
+		n.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{key: changed})
+}
+
 func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
+	name := queueName(r)
+	if err := CheckQueueName(name); err != nil {
+		n.fail(w, r, err)
+		return
+	}
 	var req sendRequest
 	if err := n.decode(w, r, &req); err != nil {
 		n.fail(w, r, err)
@@ -214,7 +279,7 @@ func (n *Node) handleSend(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	first, err := n.Send(r.Context(), msgs)
+	first, err := n.SendTo(r.Context(), name, msgs)
 	if err != nil {
 		n.fail(w, r, err)
 		return
@@ -236,9 +301,14 @@ func (n *Node) handleReceive(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
+	name := queueName(r)
+	if err := CheckQueueName(name); err != nil {
+		n.fail(w, r, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), max(wait, time.Millisecond))
 	defer cancel()
-	m, err := n.Receive(ctx)
+	m, err := n.ReceiveFrom(ctx, name)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -274,7 +344,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
 		n.fail(w, r, fmt.Errorf("%w: no ids", errBadRequest))
 		return
 	}
-	k, err := n.Delete(r.Context(), req.IDs)
+	k, err := n.DeleteFrom(r.Context(), queueName(r), req.IDs)
 	if err != nil {
 		n.fail(w, r, err)
 		return
@@ -296,7 +366,7 @@ func (n *Node) handleVisibility(w http.ResponseWriter, r *http.Request) {
 		n.fail(w, r, fmt.Errorf("%w: timeout %q: a duration such as 30s, in [0, %v]", errBadRequest, req.Timeout, queue.MaxVisibility))
 		return
 	}
-	if err := n.ChangeVisibility(req.ID, d); err != nil {
+	if err := n.ChangeVisibilityIn(queueName(r), req.ID, d); err != nil {
 		n.fail(w, r, err)
 		return
 	}

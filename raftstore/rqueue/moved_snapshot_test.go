@@ -28,7 +28,7 @@ func TestFSMSnapshotKeepsMovedMessages(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		src.mu.Lock()
-		st := src.q.Stats()
+		st := src.def().q.Stats()
 		src.mu.Unlock()
 		if st.Moved > 0 && st.Log.Segments <= 3 {
 			break

@@ -259,13 +259,23 @@ func (n *Node) apply(ctx context.Context, cmd []byte) (any, error) {
 	return f.Response(), nil
 }
 
-// Send sends msgs through raft and returns the first one's id (they get
-// consecutive ids). It returns once the send is committed (on a quorum's
-// disks) and applied to this node's queue. An error other than a
+// Send sends msgs to the default queue (SendTo).
+func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
+	return n.SendTo(ctx, DefaultQueue, msgs)
+}
+
+// SendTo sends msgs to the queue name through raft and returns the first
+// one's id (they get consecutive ids). A queue the cluster lacks is
+// created by the send. It returns once the send is committed (on a
+// quorum's disks) and applied to this node's queue. An error other than a
 // NotLeaderError or a refusal of the content (engine.ErrTooLarge,
 // engine.ErrInvalidAttrs for a bad group, engine.ErrBadOptions for a due
-// time more than queue.MaxDelay ahead) leaves the outcome unknown: the send may yet be committed.
-func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
+// time more than queue.MaxDelay ahead, queue.ErrBadQueueName) leaves the
+// outcome unknown: the send may yet be committed.
+func (n *Node) SendTo(ctx context.Context, name string, msgs []Outgoing) (uint64, error) {
+	if err := CheckQueueName(name); err != nil {
+		return 0, err
+	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -278,7 +288,7 @@ func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 			return 0, fmt.Errorf("%w: rqueue: message %d: due time %d out of range (now to %v ahead)", engine.ErrBadOptions, i, m.Due, queue.MaxDelay)
 		}
 	}
-	resp, err := n.apply(ctx, encodeSend(msgs))
+	resp, err := n.apply(ctx, encodeSendTo(name, msgs))
 	if err != nil {
 		return 0, err
 	}
@@ -286,14 +296,23 @@ func (n *Node) Send(ctx context.Context, msgs []Outgoing) (uint64, error) {
 	return r.First, r.Err
 }
 
-// Delete deletes the messages ids through raft, whatever their state, and
-// returns how many of them were live. Once it returns, no node hands them
-// out again.
+// Delete deletes the messages ids of the default queue (DeleteFrom).
 func (n *Node) Delete(ctx context.Context, ids []uint64) (int, error) {
+	return n.DeleteFrom(ctx, DefaultQueue, ids)
+}
+
+// DeleteFrom deletes the messages ids of the queue name through raft,
+// whatever their state, and returns how many of them were live messages
+// of that queue (an id of another queue is not deleted). Once it
+// returns, no node hands them out again.
+func (n *Node) DeleteFrom(ctx context.Context, name string, ids []uint64) (int, error) {
+	if err := CheckQueueName(name); err != nil {
+		return 0, err
+	}
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	resp, err := n.apply(ctx, encodeDelete(ids))
+	resp, err := n.apply(ctx, encodeDeleteFrom(name, ids))
 	if err != nil {
 		return 0, err
 	}
@@ -301,12 +320,47 @@ func (n *Node) Delete(ctx context.Context, ids []uint64) (int, error) {
 	return r.Deleted, r.Err
 }
 
-// Receive hands out a message from the leader's queue and hides it until
-// its deadline, which lives on this node only: if leadership moves, the
-// message is ready again on the new leader (at-least-once). It blocks
-// until a message is ready or ctx is done. A node that does not lead
-// returns a NotLeaderError.
+// CreateQueue creates the queue name, empty, through raft, and reports
+// whether it was created (false: the cluster had it).
+func (n *Node) CreateQueue(ctx context.Context, name string) (bool, error) {
+	return n.queueOp(ctx, cmdCreateQueue, name)
+}
+
+// DropQueue drops the queue name and its messages through raft, and
+// reports whether the cluster had it. Its receivers waiting on the leader
+// wait on as for an empty queue; a later send creates it again, empty.
+// Ids are never reused: one of the dropped queue's names no message.
+func (n *Node) DropQueue(ctx context.Context, name string) (bool, error) {
+	return n.queueOp(ctx, cmdDropQueue, name)
+}
+
+func (n *Node) queueOp(ctx context.Context, kind byte, name string) (bool, error) {
+	if err := CheckQueueName(name); err != nil {
+		return false, err
+	}
+	resp, err := n.apply(ctx, encodeQueueOp(kind, name))
+	if err != nil {
+		return false, err
+	}
+	r, _ := resp.(QueueResult)
+	return r.Changed, r.Err
+}
+
+// Receive hands out a message of the default queue (ReceiveFrom).
 func (n *Node) Receive(ctx context.Context) (Message, error) {
+	return n.ReceiveFrom(ctx, DefaultQueue)
+}
+
+// ReceiveFrom hands out a message from the leader's queue name and hides
+// it until its deadline, which lives on this node only: if leadership
+// moves, the message is ready again on the new leader (at-least-once). It
+// blocks until a message is ready or ctx is done (a queue the cluster
+// lacks is waited on as an empty one). A node that does not lead returns
+// a NotLeaderError.
+func (n *Node) ReceiveFrom(ctx context.Context, name string) (Message, error) {
+	if err := CheckQueueName(name); err != nil {
+		return Message{}, err
+	}
 	if err := n.leading(); err != nil {
 		return Message{}, err
 	}
@@ -331,9 +385,9 @@ func (n *Node) Receive(ctx context.Context) (Message, error) {
 			}
 		}
 	}()
-	m, err := n.fsm.Receive(ctx)
+	m, err := n.fsm.ReceiveFrom(ctx, name)
 	if err == nil && (n.gen.Load() != g || n.raft.State() != raft.Leader) {
-		_ = n.fsm.ChangeVisibility(m.ID, 0)
+		_ = n.fsm.ChangeVisibilityIn(name, m.ID, 0)
 		return Message{}, n.notLeader()
 	}
 	if err != nil && n.gen.Load() != g {
@@ -342,14 +396,24 @@ func (n *Node) Receive(ctx context.Context) (Message, error) {
 	return m, err
 }
 
-// ChangeVisibility moves the deadline of a message this leader handed out
-// to d from now (0: ready at once).
+// ChangeVisibility moves the deadline of a message of the default queue
+// (ChangeVisibilityIn).
 func (n *Node) ChangeVisibility(id uint64, d time.Duration) error {
+	return n.ChangeVisibilityIn(DefaultQueue, id, d)
+}
+
+// ChangeVisibilityIn moves the deadline of a message of the queue name
+// that this leader handed out to d from now (0: ready at once).
+func (n *Node) ChangeVisibilityIn(name string, id uint64, d time.Duration) error {
 	if err := n.leading(); err != nil {
 		return err
 	}
-	return n.fsm.ChangeVisibility(id, d)
+	return n.fsm.ChangeVisibilityIn(name, id, d)
 }
+
+// Queues returns this node's queues, by name (what it has applied: a
+// follower may lag the leader).
+func (n *Node) Queues() []QueueStatus { return n.fsm.Queues() }
 
 // NodeStatus is what a node knows of itself and the cluster.
 type NodeStatus struct {
@@ -361,8 +425,9 @@ type NodeStatus struct {
 	LeaderHTTP  string `json:"leader_http,omitempty"`
 	Applied     uint64 `json:"applied"`
 	NextID      uint64 `json:"next_id"`
-	Messages    int    `json:"messages"`
-	InFlight    int    `json:"in_flight"`
+	Messages    int    `json:"messages"`  // over every queue
+	InFlight    int    `json:"in_flight"` // over every queue
+	Queues      int    `json:"queues"`
 	LastIndex   uint64 `json:"last_index"`
 	CommitIndex uint64 `json:"commit_index"`
 	Failed      string `json:"failed,omitempty"`
@@ -375,7 +440,7 @@ func (n *Node) Status() NodeStatus {
 	st := NodeStatus{
 		ID: n.cfg.ID, State: n.raft.State().String(), Ready: n.leading() == nil,
 		LeaderID: string(id), LeaderRaft: string(addr), LeaderHTTP: n.fsm.HTTPAddr(string(id)),
-		Applied: fs.Applied, NextID: fs.NextID, Messages: fs.Messages, InFlight: fs.Queue.InFlight,
+		Applied: fs.Applied, NextID: fs.NextID, Messages: fs.Messages, InFlight: fs.InFlight, Queues: fs.Queues,
 		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(),
 	}
 	if fs.Failed != nil {

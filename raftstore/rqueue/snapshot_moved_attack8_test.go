@@ -62,9 +62,9 @@ func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
 		src.mu.Lock()
 		var diag []string
 		seen := map[uint64]bool{}
-		resume := src.q.PauseDrops()
-		lerr := queue.Messages(src.qdir, func(m queue.Stored) bool {
-			_, ok := src.idOf[m.Offset]
+		resume := src.store.PauseDrops()
+		lerr := queue.StoreMessages(src.sdir, DefaultQueue, func(m queue.Stored) bool {
+			_, ok := src.def().idOf[m.Offset]
 			if !ok && m.Err != nil {
 				return true // a segment dropped before the pause, being reused
 			}
@@ -75,7 +75,7 @@ func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
 			return true
 		})
 		resume()
-		for off := range src.idOf {
+		for off := range src.def().idOf {
 			if !seen[off] {
 				diag = append(diag, fmt.Sprintf("live %d left out", off))
 			}
@@ -102,14 +102,14 @@ func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
 			defer wg.Done()
 			perr = s.Persist(sink)
 		}()
-		pairs := s.(*snapshot).pairs
+		pairs := s.(*snapshot).queues[0].pairs
 		go func() {
 			defer wg.Done()
 			// The walk Persist makes, watched: every live message at the
 			// snapshot, in order.
 			var last queue.Stored
 			var got []queue.Stored
-			_ = queue.Messages(src.qdir, func(m queue.Stored) bool {
+			_ = queue.StoreMessages(src.sdir, DefaultQueue, func(m queue.Stored) bool {
 				if len(got) > 0 && m.Offset <= last.Offset {
 					t.Errorf("round %d: Messages beside moves gave %d (record %d, err %v) after %d (record %d)", round, m.Offset, m.Record, m.Err, last.Offset, last.Record)
 				}
@@ -159,8 +159,8 @@ func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
 		if got := digestOf(t, dst); got != want {
 			var lost []uint64
 			dst.mu.Lock()
-			for _, p := range s.(*snapshot).pairs {
-				if _, ok := dst.offOf[p[1]]; !ok {
+			for _, p := range s.(*snapshot).queues[0].pairs {
+				if _, ok := dst.def().offOf[p[1]]; !ok {
 					lost = append(lost, p[0])
 				}
 			}
@@ -172,7 +172,7 @@ func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
 		dst.Close()
 	}
 	src.mu.Lock()
-	st := src.q.Stats()
+	st := src.def().q.Stats()
 	src.mu.Unlock()
 	t.Logf("%d held messages, %d moved since open, %d segments, %d failures", held, st.Moved, st.Log.Segments, failures)
 	if st.Moved < 20 {

@@ -1,7 +1,8 @@
-// Command pagelog-raft runs one node of a replicated pagelog queue: raft
-// (hashicorp/raft over its TCP transport) on a raftstore, the queue's
-// operations as raft commands (package rqueue), and an HTTP API to send,
-// receive and delete. `pagelog serve --raft FLAGS` runs it with FLAGS.
+// Command pagelog-raft runs one node of a replicated pagelog store of
+// queues: raft (hashicorp/raft over its TCP transport) on a raftstore, the
+// queues' operations as raft commands (package rqueue), and an HTTP API to
+// send, receive and delete, on the queue "default" (/send, ...) or any
+// named one (/queues/NAME/send, ...). `pagelog serve --raft FLAGS` runs it with FLAGS.
 //
 //	pagelog-raft --id n1 --dir /var/lib/q/n1 --http 127.0.0.1:8001 \
 //	    --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
@@ -58,7 +59,18 @@ log and vote, snapshots, the local queue), and an HTTP API on --http:
   POST /visibility  {"id":N,"timeout":"30s"}               -> {}
   GET  /status, GET /digest
 
-A follower redirects (307) the first four to the leader once it is known.
+Those act on the queue "default". Any other queue NAME (created by its
+first send, or by PUT) has the same routes under /queues/NAME:
+
+  POST   /queues/NAME/send, /queues/NAME/receive, /queues/NAME/delete,
+         /queues/NAME/visibility                         (as above)
+  PUT    /queues/NAME                                    -> {"created":true|false}
+  DELETE /queues/NAME  (drops it and its messages)       -> {"dropped":true|false}
+  GET    /queues/NAME                                    -> {"name","messages","in_flight"}
+  GET    /queues                                         -> {"queues":[...]}
+
+A follower redirects (307) the sends, receives, deletes, visibility
+changes, PUT and DELETE to the leader once it is known.
 Sends and deletes return once committed by a majority; in-flight deadlines
 live on the leader only: when it fails, its messages in flight are handed
 out again by the next one (at-least-once).
@@ -67,7 +79,8 @@ Nothing is authenticated by default: anyone who reaches --http can send,
 receive and delete, anyone who reaches raft's port can speak raft to the
 node. Keep raft's addresses on a network only the nodes reach; for the
 HTTP API use --tls-cert/--tls-key (HTTPS), --client-ca (mutual TLS) and
---token-file (every POST needs "Authorization: Bearer TOKEN", else 401).
+--token-file (every POST, PUT and DELETE needs "Authorization: Bearer
+TOKEN", else 401).
 --peers is read only by a node without raft state; a node whose --peers
 disagree with the configuration it stored refuses to start, naming both
 (raftstore/README.md says how to change addresses). D records the --id it
@@ -194,12 +207,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// receiveWait is how long a POST /receive may wait (its ?wait, when
+// receiveWait is how long a POST /receive (or /queues/NAME/receive) may wait (its ?wait, when
 // valid: the handler refuses the others at once). A body, which the
 // receive ignores, is still read within --read-timeout (httpserve moves
 // only the answer's deadline for it).
 func receiveWait(r *http.Request) time.Duration {
-	if r.URL.Path != "/receive" {
+	p := r.URL.Path
+	if p != "/receive" && !(strings.HasPrefix(p, "/queues/") && strings.HasSuffix(p, "/receive")) {
 		return 0
 	}
 	d, err := time.ParseDuration(r.URL.Query().Get("wait"))

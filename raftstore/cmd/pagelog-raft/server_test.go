@@ -201,19 +201,25 @@ func TestReceiveWaitOutlastsTimeouts(t *testing.T) {
 	client := &http.Client{Timeout: 20 * time.Second}
 	p.waitReady(t, client)
 	wait := 5 * timeout
-	for _, body := range []io.Reader{nil, strings.NewReader("{}"), io.MultiReader(strings.NewReader("{}"))} {
-		req, err := http.NewRequest("POST", p.base+"/receive?wait="+wait.String(), body)
+	type receive struct {
+		path string
+		body io.Reader
+	}
+	for _, r := range []receive{{"/receive", nil}, {"/receive", strings.NewReader("{}")},
+		{"/receive", io.MultiReader(strings.NewReader("{}"))}, {"/queues/jobs/receive", nil}} {
+		body := r.body
+		req, err := http.NewRequest("POST", p.base+r.path+"?wait="+wait.String(), body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
-			t.Fatalf("receive?wait=%v with a body of length %d, timeouts of %v: %v", wait, req.ContentLength, timeout, err)
+			t.Fatalf("%s?wait=%v with a body of length %d, timeouts of %v: %v", r.path, wait, req.ContentLength, timeout, err)
 		}
 		resp.Body.Close()
 		if took := time.Since(start); resp.StatusCode != http.StatusNoContent || took < wait {
-			t.Fatalf("receive?wait=%v with a body of length %d: %d after %v; want 204 after the whole wait", wait, req.ContentLength, resp.StatusCode, took)
+			t.Fatalf("%s?wait=%v with a body of length %d: %d after %v; want 204 after the whole wait", r.path, wait, req.ContentLength, resp.StatusCode, took)
 		}
 	}
 	// The connection served its next request as usual.
@@ -349,6 +355,15 @@ func TestWriteRoutesNeedTokenAndClientCertificate(t *testing.T) {
 		{"POST", "/send", "Bearer " + token, `{"body":"a"}`, 200},
 		{"POST", "/receive", "bearer " + token, "", 200},
 		{"POST", "/delete", "Bearer " + token, `{"ids":[1]}`, 200},
+		{"POST", "/queues/jobs/send", "", `{"body":"a"}`, 401},
+		{"POST", "/queues/jobs/receive", "", "", 401},
+		{"PUT", "/queues/jobs", "", "", 401},
+		{"DELETE", "/queues/jobs", "", "", 401},
+		{"GET", "/queues", "", "", 200},
+		{"PUT", "/queues/jobs", "Bearer " + token, "", 200},
+		{"POST", "/queues/jobs/send", "Bearer " + token, `{"body":"a"}`, 200},
+		{"GET", "/queues/jobs", "", "", 200},
+		{"DELETE", "/queues/jobs", "Bearer " + token, "", 200},
 	} {
 		if code := do(c.method, c.path, c.auth, c.body); code != c.want {
 			t.Errorf("%s %s (Authorization %q): %d, want %d", c.method, c.path, c.auth, code, c.want)
