@@ -241,7 +241,11 @@ func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64, 
 			break // a sealed segment's zero tail (a reused file keeps its size)
 		}
 		if n < 12 || pos+4+n > len(b) || binary.BigEndian.Uint64(b[pos+8:]) != off {
-			if p, id, ok := nextWholeRecord(b, pos+1, off, durable); damaged && ok {
+			if damaged {
+				p, id, ok := nextWholeRecord(b, pos+1, off, durable)
+				if !ok {
+					return 0, 0 // the records after it are in the next segments: the file is durable
+				}
 				pos, off = p, id
 				continue
 			}
