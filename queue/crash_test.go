@@ -77,14 +77,12 @@ func wlOptions(policy engine.SyncPolicy) Options {
 	}
 }
 
-// workload runs senders, receivers and a redriver on q until stop is
-// closed, calling emit for each event (from many goroutines). It returns a
-// function that waits for the workers to stop; a worker that finds the
-// queue broken (an error other than ErrClosed) calls fail.
-func workload(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(string)) (wait func()) {
-	var wg sync.WaitGroup
-	var ids atomic.Uint64
-	stopped := func() bool {
+// workloadChecks returns the checks of a workload's workers: stopped
+// reports whether stop is closed; check reports whether err is nil, and
+// calls fail with what and err when it is not and the workload was not
+// stopped (nothing closes the queue or store before that).
+func workloadChecks(stop <-chan struct{}, fail func(string)) (stopped func() bool, check func(what string, err error) bool) {
+	stopped = func() bool {
 		select {
 		case <-stop:
 			return true
@@ -92,15 +90,23 @@ func workload(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(stri
 			return false
 		}
 	}
-	check := func(what string, err error) bool {
-		if err == nil {
-			return true
-		}
-		if !errors.Is(err, engine.ErrClosed) && !stopped() {
+	check = func(what string, err error) bool {
+		if err != nil && !stopped() {
 			fail(fmt.Sprintf("%s: %v", what, err))
 		}
-		return false
+		return err == nil
 	}
+	return stopped, check
+}
+
+// workload runs senders, receivers and a redriver on q until stop is
+// closed, calling emit for each event (from many goroutines). It returns a
+// function that waits for the workers to stop; a worker that finds the
+// queue broken (an error other than ErrClosed) calls fail.
+func workload(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(string)) (wait func()) {
+	var wg sync.WaitGroup
+	var ids atomic.Uint64
+	stopped, check := workloadChecks(stop, fail)
 	for s := range 2 {
 		wg.Add(1)
 		go func() {
@@ -396,24 +402,39 @@ func TestQueueKill9Features(t *testing.T) {
 // when the pipe ends, and *events holds them all from then on.
 func childEvents(pipe io.Reader, n int) (events *[]wlEvent, busy, copied chan struct{}) {
 	events = new([]wlEvent)
+	busy, copied = childLines(pipe, n, func(line string) bool {
+		var e wlEvent
+		if _, err := fmt.Sscanf(line, "%c %d %d", &e.kind, &e.off, &e.id); err != nil {
+			return false
+		}
+		*events = append(*events, e)
+		return true
+	})
+	return events, busy, copied
+}
+
+// childLines reads the lines a child prints on pipe, in the background,
+// passing each to take (which reports whether it was an event): busy
+// closes once n events have come (or the pipe ended), copied when the pipe
+// ends.
+func childLines(pipe io.Reader, n int, take func(string) bool) (busy, copied chan struct{}) {
 	busy, copied = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(copied)
 		sc := bufio.NewScanner(pipe)
+		got := 0
 		for sc.Scan() {
-			var e wlEvent
-			if _, err := fmt.Sscanf(sc.Text(), "%c %d %d", &e.kind, &e.off, &e.id); err == nil {
-				*events = append(*events, e)
-			}
-			if len(*events) == n {
-				close(busy)
+			if take(sc.Text()) {
+				if got++; got == n {
+					close(busy)
+				}
 			}
 		}
-		if len(*events) < n {
+		if got < n {
 			close(busy)
 		}
 	}()
-	return events, busy, copied
+	return busy, copied
 }
 
 func kill9Child(dir string) {

@@ -627,10 +627,10 @@ func TestQueueMovedKill9(t *testing.T) {
 
 // startChild starts this test binary running test alone, with env added
 // to its environment, and returns its stdout and what it writes to stderr.
-func startChild(t *testing.T, test, env string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
+func startChild(t *testing.T, test string, env ...string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env)
+	cmd.Env = append(os.Environ(), env...)
 	stderr := &bytes.Buffer{}
 	cmd.Stderr = stderr
 	pipe, err := cmd.StdoutPipe()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/record"
 )
 
 // TestQueuePowerLoss: the workload runs under SyncAlways (MaxReceives 2:
@@ -158,53 +159,66 @@ func powerCopy(t *testing.T, rng *rand.Rand, q *Queue, disk string) powerStats {
 		{d.log, d.dir, deadDisk, true},
 		{q.log, q.dir, disk, true},
 	} {
-		if err := os.MkdirAll(c.to, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range []string{"log.meta", "log.recovery"} {
-			if b, err := os.ReadFile(filepath.Join(c.from, name)); err == nil {
-				if err := os.WriteFile(filepath.Join(c.to, name), b, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		durable := c.l.Durable()
-		entries, err := os.ReadDir(c.from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var bases []uint64
-		for _, e := range entries {
-			name := e.Name()
-			if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex")) {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(c.from, name))
-			if err != nil {
-				continue // dropped below a durable head meanwhile
-			}
-			if err := os.WriteFile(filepath.Join(c.to, name), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if base, err := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64); err == nil && strings.HasSuffix(name, ".log") {
-				bases = append(bases, base)
-			}
-		}
-		slices.Sort(bases)
-		for k := len(bases) - 1; k > 0 && !c.dirSync && bases[k] >= durable && rng.IntN(3) == 0; k-- {
-			for _, suffix := range []string{".log", ".index", ".timeindex"} {
-				os.Remove(filepath.Join(c.to, segmentName(bases[k])+suffix))
-			}
-			bases = bases[:k]
-			st.dropped++
-		}
-		for _, base := range bases {
-			torn, unsynced := tearAfter(t, rng, filepath.Join(c.to, segmentName(base)+".log"), base, durable)
-			st.torn += torn
-			st.unsynced += unsynced
-		}
+		powerCopyLog(t, rng, c.l, c.from, c.to, c.dirSync, false, &st)
 	}
 	return st
+}
+
+// powerCopyLog copies the log l (durable up to l.Durable()) from the
+// directory from into to as a power failure could leave it: the records
+// below the durable point as they are, each 512-byte sector after them
+// kept, zeroed or torn, and, unless the log syncs its directory at each
+// roll (dirSync), its newest segments past the durable point sometimes
+// lost. damaged: the log may hold damaged records below its durable point
+// (an earlier power failure's, recovered past), which the walk to the
+// durable point steps over instead of failing.
+func powerCopyLog(t *testing.T, rng *rand.Rand, l interface{ Durable() uint64 }, from, to string, dirSync, damaged bool, st *powerStats) {
+	t.Helper()
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"log.meta", "log.recovery"} {
+		if b, err := os.ReadFile(filepath.Join(from, name)); err == nil {
+			if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	durable := l.Durable()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".log") || strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex")) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			continue // dropped below a durable head meanwhile
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if base, err := strconv.ParseUint(strings.TrimSuffix(name, ".log"), 10, 64); err == nil && strings.HasSuffix(name, ".log") {
+			bases = append(bases, base)
+		}
+	}
+	slices.Sort(bases)
+	for k := len(bases) - 1; k > 0 && !dirSync && bases[k] >= durable && rng.IntN(3) == 0; k-- {
+		for _, suffix := range []string{".log", ".index", ".timeindex"} {
+			os.Remove(filepath.Join(to, segmentName(bases[k])+suffix))
+		}
+		bases = bases[:k]
+		st.dropped++
+	}
+	for _, base := range bases {
+		torn, unsynced := tearAfter(t, rng, filepath.Join(to, segmentName(base)+".log"), base, durable, damaged)
+		st.torn += torn
+		st.unsynced += unsynced
+	}
 }
 
 // segmentName is a segment's file name without its suffix.
@@ -213,8 +227,9 @@ func segmentName(base uint64) string { return fmt.Sprintf("%020d", base) }
 // tearAfter keeps the records of the segment file at path (first offset
 // base) below durable, and keeps, zeroes or fills with garbage each
 // 512-byte sector after them. It returns how many sectors it changed and
-// how many bytes of records after the durable point it found.
-func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) (torn, unsynced int) {
+// how many bytes of records after the durable point it found. damaged:
+// see powerCopyLog.
+func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64, damaged bool) (torn, unsynced int) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +241,14 @@ func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) 
 			break // a sealed segment's zero tail (a reused file keeps its size)
 		}
 		if n < 12 || pos+4+n > len(b) || binary.BigEndian.Uint64(b[pos+8:]) != off {
+			if damaged {
+				p, id, ok := nextWholeRecord(b, pos+1, off, durable)
+				if !ok {
+					return 0, 0 // the records after it are in the next segments: the file is durable
+				}
+				pos, off = p, id
+				continue
+			}
 			t.Fatalf("%s: record %d at %d, below the durable point %d, is not whole", path, off, pos, durable)
 		}
 		pos += 4 + n
@@ -269,6 +292,19 @@ func tearAfter(t *testing.T, rng *rand.Rand, path string, base, durable uint64) 
 		t.Fatal(err)
 	}
 	return torn, unsynced
+}
+
+// nextWholeRecord finds the first record of b at or after from that
+// verifies and whose id lies in (after, durable): where a walk goes on
+// past a damaged record.
+func nextWholeRecord(b []byte, from int, after, durable uint64) (pos int, id uint64, ok bool) {
+	for p := from; p+16 <= len(b); p++ {
+		v, err := record.Decode(b[p:], 0)
+		if err == nil && v.ID > after && v.ID < durable {
+			return p, v.ID, true
+		}
+	}
+	return 0, 0, false
 }
 
 // damagedRecords names the records of a recovery's damage reports ("offset

@@ -122,20 +122,7 @@ func TestQueueRecycledLogRestartAndPowerLoss(t *testing.T) {
 // as in workload.
 func steadyLoad(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(string)) (wait func()) {
 	var wg sync.WaitGroup
-	stopped := func() bool {
-		select {
-		case <-stop:
-			return true
-		default:
-			return false
-		}
-	}
-	check := func(what string, err error) bool {
-		if err != nil && !stopped() {
-			fail(what + ": " + err.Error())
-		}
-		return err == nil
-	}
+	stopped, check := workloadChecks(stop, fail)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

@@ -535,6 +535,13 @@ func (s *Store) queue(name string, o QueueOptions, owner *Queue) (*Queue, error)
 	if err != nil {
 		return nil, err
 	}
+	return s.queueFound(sq, o, owner)
+}
+
+// queueFound returns the Queue of sq, opening it if needed; a queue
+// deleted since it was looked up gets an error wrapping engine.ErrClosed.
+func (s *Store) queueFound(sq *storeQueue, o QueueOptions, owner *Queue) (*Queue, error) {
+	name := sq.name
 	sq.openMu.Lock()
 	defer sq.openMu.Unlock()
 	s.mu.Lock()
@@ -548,7 +555,7 @@ func (s *Store) queue(name string, o QueueOptions, owner *Queue) (*Queue, error)
 	case q != nil && !q.closed.Load():
 		return q, nil
 	}
-	q, err = s.openQueue(sq, o, owner)
+	q, err := s.openQueue(sq, o, owner)
 	if err != nil {
 		return nil, fmt.Errorf("pagelog: queue %q of store %s: %w", name, s.dir, err)
 	}
@@ -747,12 +754,7 @@ func (s *Store) noteCheckpoint(err error) {
 func (s *Store) checkpoint() error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
-	var errs []error
-	for _, sq := range s.holders() {
-		if _, err := s.queue(sq.name, QueueOptions{}, nil); err != nil && !errors.Is(err, engine.ErrClosed) {
-			errs = append(errs, err)
-		}
-	}
+	errs := s.openHolders(s.holders())
 	s.mu.Lock()
 	var open []queueOf
 	for _, sq := range s.byID {
@@ -870,6 +872,19 @@ func (s *Store) holders() []*storeQueue {
 		out = append(out, sq)
 	}
 	return out
+}
+
+// openHolders opens the queues holders found, so that their checkpoints
+// move their messages on. A queue deleted since holders looked is left
+// alone: opened by its name, it would be created again.
+func (s *Store) openHolders(hs []*storeQueue) []error {
+	var errs []error
+	for _, sq := range hs {
+		if _, err := s.queueFound(sq, QueueOptions{}, nil); err != nil && !errors.Is(err, engine.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // dropShared removes the segments of the shared logs that lie wholly

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -131,5 +132,42 @@ func TestStoreQueueNotOpenDoesNotHoldTheLog(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// A queue that holds the message log, deleted after the store's
+// checkpoint found it and before it opened it: the checkpoint does not
+// create it again (DeleteQueue returned; the name stays free).
+func TestStoreCheckpointDoesNotCreateAHolderDeletedMeanwhile(t *testing.T) {
+	clock := newFakeClock()
+	dir := t.TempDir()
+	s := openTestStore(t, dir, heldStoreOptions(clock))
+	held := mustQueue(t, s, "held")
+	if _, err := held.Send([]byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	filler := mustQueue(t, s, "filler")
+	for i := 0; s.Stats().Log.Segments <= DefaultMaxHeldSegments+2; i++ {
+		if _, err := filler.Send(fmt.Appendf(nil, "filler-%d-%0200d", i, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, dir, heldStoreOptions(clock)) // held is not open
+	defer s.Close()
+	hs := s.holders() // what the checkpoint opens
+	if !slices.ContainsFunc(hs, func(sq *storeQueue) bool { return sq.name == "held" }) {
+		t.Fatalf("the queue held is not among the holders (%d of them)", len(hs))
+	}
+	if err := s.DeleteQueue("held"); err != nil {
+		t.Fatal(err)
+	}
+	if errs := s.openHolders(hs); len(errs) > 0 {
+		t.Fatalf("openHolders: %v", errs)
+	}
+	if names := s.Names(); slices.Contains(names, "held") {
+		t.Fatalf("Names after the checkpoint opened a holder deleted meanwhile = %v: the queue is back", names)
 	}
 }

@@ -354,8 +354,18 @@ func (v *storeView) Sync() error { return v.sh.l.Sync() }
 // Durable returns the first offset whose record is not known synced.
 func (v *storeView) Durable() uint64 { return v.offsetAt(v.sh.l.Durable()) }
 
+// WaitDurable blocks until a sync covers the record at off. An offset
+// the view dropped since (the queue's head passed it: a checkpoint can run
+// between a Delete's append and its wait) has no position any more, but
+// its record lies below the shared log's end: it waits for all of that, as
+// the engine's WaitDurable does for a record dropped from a log.
 func (v *storeView) WaitDurable(ctx context.Context, off uint64) error {
 	p, err := v.at(off)
+	if errors.Is(err, engine.ErrTrimmed) {
+		if n := v.sh.l.Next(); n > 0 {
+			return v.sh.l.WaitDurable(ctx, n-1)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -75,5 +76,40 @@ func TestStoreViewHolesAreGaps(t *testing.T) {
 	}
 	if v.Durable() > v.Next() || v.offsetAt(0) != 0 {
 		t.Fatalf("Durable %d, offsetAt(0) %d", v.Durable(), v.offsetAt(0))
+	}
+}
+
+// WaitDurable of an offset the view dropped after its append (the queue's
+// head passed it: a checkpoint between a Delete's append and its wait)
+// waits for the shared log as the engine's WaitDurable does for a dropped
+// record, rather than failing: the record is there, only its position is
+// forgotten.
+func TestStoreViewWaitDurableOfDroppedOffsetWaitsForTheLog(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), StoreOptions{})
+	defer s.Close()
+	q := mustQueue(t, s, "q")
+	v := q.st.sq.dels
+	var last uint64
+	for i := range 4 {
+		var err error
+		if last, err = v.Append([]byte{0, 0, 0, 0, 0, 0, 0, byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := v.at(last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.DropBefore(last + 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.WaitDurable(context.Background(), last); err != nil {
+		t.Fatalf("WaitDurable of an offset dropped after its append: %v", err)
+	}
+	if d := s.dels.l.Durable(); d <= p {
+		t.Fatalf("after WaitDurable the shared log is durable to %d, the record is at %d", d, p)
+	}
+	if err := v.WaitDurable(context.Background(), last+1); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("WaitDurable past the view's end = %v, want ErrNotFound", err)
 	}
 }
