@@ -280,21 +280,25 @@ func (s *Store) openLogs() error {
 	if wait {
 		lo.Sync = engine.SyncNone
 	}
-	open := func(sub string, o engine.Options) (*sharedLog, error) {
+	// The message log's appends wait for their sync under SyncAlways, as
+	// a queue's own log does; the queue waits for its delete and
+	// receive-count records itself, outside its lock (waitDelete), as
+	// it does on its own side logs.
+	open := func(sub string, o engine.Options, wait bool) (*sharedLog, error) {
 		l, err := engine.Open(filepath.Join(s.dir, sub), o)
 		if err != nil {
 			return nil, err
 		}
 		return &sharedLog{l: l, wait: wait}, nil
 	}
-	if s.msgs, err = open(storeMessagesDir, lo); err != nil {
+	if s.msgs, err = open(storeMessagesDir, lo, wait); err != nil {
 		return err
 	}
 	side := min(deleteSegmentBytes, max(s.msgs.l.SegmentBytes()/4, 4<<10))
-	if s.dels, err = open(storeDeletesDir, s.sideOptions(side)); err != nil {
+	if s.dels, err = open(storeDeletesDir, s.sideOptions(side), false); err != nil {
 		return err
 	}
-	s.recvs, err = open(storeReceivesDir, s.sideOptions(side))
+	s.recvs, err = open(storeReceivesDir, s.sideOptions(side), false)
 	return err
 }
 
