@@ -153,10 +153,14 @@ func BenchmarkStoreSpreadReceiveDelete(b *testing.B) {
 // BenchmarkStoreSyncedSends: SyncAlways sends of 1 KiB from goroutines=G
 // goroutines, each to a queue of its own, ns per send. Target: 64
 // goroutines at least 20x the rate of one (they share fsyncs).
+//
+// goroutines=64/queues=1 is the same 64 goroutines sending to one queue:
+// the sharing of syncs a single queue gets, for comparison.
 func BenchmarkStoreSyncedSends(b *testing.B) {
-	for _, g := range []int{1, 64} {
-		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
-			s, qs := spreadStore(b, g, engine.SyncAlways)
+	for _, c := range []struct{ g, q int }{{1, 1}, {64, 64}, {64, 1}} {
+		g := c.g
+		b.Run(fmt.Sprintf("goroutines=%d/queues=%d", c.g, c.q), func(b *testing.B) {
+			s, qs := spreadStore(b, c.q, engine.SyncAlways)
 			defer s.Close()
 			body := make([]byte, 1024)
 			b.ResetTimer()
@@ -167,7 +171,7 @@ func BenchmarkStoreSyncedSends(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for range per {
-						if _, err := qs[k].Send(body); err != nil {
+						if _, err := qs[k%len(qs)].Send(body); err != nil {
 							b.Error(err)
 							return
 						}
