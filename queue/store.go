@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -484,9 +485,20 @@ func (s *Store) load() error {
 		return fmt.Errorf("%w: the store's queue ids are used up", engine.ErrFull)
 	}
 	s.nextID = maxID + 1
+	if maxID == 0 {
+		s.nextID = firstStoreID()
+	}
 	rec.Queues = len(s.byName)
 	return nil
 }
+
+// firstStoreID is the first queue id of a store whose logs name none: a
+// random one in [1, 2^31], so that the ids of two stores seldom meet. A
+// names log (or a segment of one) from another store then names ids that
+// no record of this store's logs holds, and its queues never get this
+// store's messages (they are counted as orphans); the 2^31 ids above it
+// are the store's to give out.
+func firstStoreID() uint32 { return 1 + rand.Uint32N(1<<31) }
 
 // trimDead strips the dead-letter suffix (a dead-letter queue's name may
 // pass MaxQueueNameBytes by it).
