@@ -245,7 +245,11 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range entries {
+		for i, e := range entries {
+			if !storeFilesFull && sub == storeMessagesDir && strings.Contains(e.Name(), ".") &&
+				!strings.HasPrefix(e.Name(), "log.") && !strings.HasPrefix(e.Name(), entries[0].Name()[:20]) && i < len(entries)-3 {
+				continue // the middle segments of the message log: as the first
+			}
 			rel := filepath.Join(sub, e.Name())
 			b, err := os.ReadFile(filepath.Join(f.template, rel))
 			if err != nil {
@@ -256,8 +260,11 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 					return flipByte(filepath.Join(dir, rel), at, 0xff)
 				})
 			}
-			if len(b) <= 64 && (sub == storeNamesDir || sub == storeHeadsDir) {
+			if len(b) <= 64 && (storeFilesFull || e.Name() == "log.meta" && sub == storeNamesDir) {
 				for bit := range 8 * len(b) {
+					if !storeFilesFull && bit%8 != bit/8%8 {
+						continue // one bit of each byte
+					}
 					add(fmt.Sprintf("%s/bit-%d", rel, bit), func(dir string) error {
 						return flipByte(filepath.Join(dir, rel), bit/8, 1<<(bit%8))
 					})
@@ -290,12 +297,16 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 				})
 			}
 			if strings.HasSuffix(e.Name(), ".log") {
-				add(rel+"/foreign-store", func(dir string) error {
-					return copyFile(filepath.Join(f.foreign, rel), filepath.Join(dir, rel))
-				})
-				add(rel+"/queue-dir-segment", func(dir string) error {
-					return copyFile(filepath.Join(f.queueDir, e.Name()), filepath.Join(dir, rel))
-				})
+				if fileExists(filepath.Join(f.foreign, rel)) {
+					add(rel+"/foreign-store", func(dir string) error {
+						return copyFile(filepath.Join(f.foreign, rel), filepath.Join(dir, rel))
+					})
+				}
+				if fileExists(filepath.Join(f.queueDir, e.Name())) {
+					add(rel+"/queue-dir-segment", func(dir string) error {
+						return copyFile(filepath.Join(f.queueDir, e.Name()), filepath.Join(dir, rel))
+					})
+				}
 			}
 		}
 		add(sub+"/removed", func(dir string) error { return os.RemoveAll(filepath.Join(dir, sub)) })
@@ -361,20 +372,23 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 }
 
 // flipPositions returns where to flip bytes of the file name of log sub:
-// every written byte of the names and heads logs' segments, every byte of
-// the small files, and a spread over the rest.
+// positions spread over its written bytes (every one of them with
+// PAGELOG_STORE_FILES_FULL=1, a run of minutes), its first unwritten byte
+// and its last.
 func flipPositions(sub, name string, b []byte) []int {
 	used := len(bytes.TrimRight(b, "\x00"))
-	var out []int
-	step := 1
-	switch {
-	case used == 0:
+	if used == 0 {
 		return nil
-	case len(b) <= 160:
-	case strings.HasSuffix(name, ".log") && (sub == storeNamesDir || sub == storeHeadsDir):
-	default:
-		step = max(1, used/40)
 	}
+	n := 1
+	if strings.HasSuffix(name, ".log") && (sub == storeNamesDir || sub == storeHeadsDir) {
+		n = 8 // the store's own records
+	}
+	step := max(1, used/n)
+	if storeFilesFull {
+		step = 1
+	}
+	var out []int
 	for i := 0; i < used; i += step {
 		out = append(out, i)
 	}
@@ -384,17 +398,30 @@ func flipPositions(sub, name string, b []byte) []int {
 	return out
 }
 
+// storeFilesFull runs every flip and bit flip of the sweep.
+var storeFilesFull = os.Getenv("PAGELOG_STORE_FILES_FULL") == "1"
+
 // cutLengths returns the lengths to cut a file of b to: nothing, odd
 // lengths, one byte short of its written end.
 func cutLengths(b []byte) []int64 {
 	used := int64(len(bytes.TrimRight(b, "\x00")))
-	out := []int64{0, 1, 7}
-	for _, n := range []int64{used/2 | 1, used - 1, used + 1, int64(len(b)) - 1} {
+	out := []int64{0, 7}
+	more := []int64{used - 1}
+	if storeFilesFull {
+		out = append(out, 1)
+		more = append(more, used/2|1, used+1, int64(len(b))-1)
+	}
+	for _, n := range more {
 		if n > 7 && n < int64(len(b)) && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func flipByte(path string, at int, mask byte) error {
@@ -406,8 +433,7 @@ func flipByte(path string, at int, mask byte) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-// copyDir copies the tree src into dst (creating dst), skipping LOCK
-// files' contents (they are empty).
+// copyDir copies the tree src into dst (creating dst).
 func copyDir(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -429,6 +455,7 @@ func TestStoreFilesDamagedMissingOrForeignAreReportedNeverHandedOut(t *testing.T
 	f := newStoreFilesFixtures(t)
 	for _, d := range storeFilesDamages(t, f) {
 		t.Run(d.name, func(t *testing.T) {
+			t.Parallel() // their fsyncs overlap
 			dir := filepath.Join(t.TempDir(), "store")
 			if err := copyDir(f.template, dir); err != nil {
 				t.Fatal(err)
@@ -488,6 +515,86 @@ func TestStoreNamesLogOfAnotherStoreNeverNamesItsMessages(t *testing.T) {
 				if m, ok, _ := mustQueue(t, s, name).TryReceive(); ok {
 					t.Errorf("queue %q hands out %.20q, a message of the store's own queues", name, m.Body)
 				}
+			}
+		})
+	}
+}
+
+// OpenStore of a directory that holds a log or a queue (and no store)
+// fails with ErrNotStore and makes nothing in it: the log's files are not
+// a store's, and a queue's deletes/ and receives/ would be taken for the
+// store's shared logs.
+func TestOpenStoreOnALogOrQueueDirectoryIsAnError(t *testing.T) {
+	logDir, queueDir := t.TempDir(), t.TempDir()
+	l, err := engine.Open(logDir, engine.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append([]byte("a record")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := buildFilesQueue(queueDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{logDir, queueDir} {
+		s, err := OpenStore(dir, StoreOptions{})
+		if err == nil {
+			s.Close()
+			t.Fatalf("OpenStore of %s opens it as a store", dir)
+		}
+		if !errors.Is(err, ErrNotStore) {
+			t.Errorf("OpenStore of a log or queue directory = %v, want ErrNotStore", err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, storeNamesDir)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("OpenStore made %s/ in %s (%v)", storeNamesDir, dir, err)
+		}
+	}
+}
+
+// Open of a store's directory fails with ErrNotQueue and writes nothing
+// in it: the store's deletes/ and receives/ logs are shared by its queues.
+func TestOpenOnAStoreDirectoryIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	storeOfOneMessage(t, dir)
+	q, err := Open(dir, Options{})
+	if err == nil {
+		q.Close()
+		t.Fatal("Open of a store's directory opens it as a queue")
+	}
+	if !errors.Is(err, ErrNotQueue) {
+		t.Errorf("Open of a store's directory = %v, want ErrNotQueue", err)
+	}
+	if ok, _ := engine.IsLog(dir); ok {
+		t.Error("Open made a log in the store's directory")
+	}
+}
+
+// A store whose log directory is a symbolic link (to a directory outside
+// the store) is refused, by OpenStore and by StatStore: the store would
+// write its files wherever the link points.
+func TestStoreLogDirectoryLinkedElsewhereIsRefused(t *testing.T) {
+	for _, sub := range storeLogDirs {
+		t.Run(sub, func(t *testing.T) {
+			dir, outside := t.TempDir(), filepath.Join(t.TempDir(), sub)
+			storeOfOneMessage(t, dir)
+			p := filepath.Join(dir, sub)
+			if err := os.Rename(p, outside); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, p); err != nil {
+				t.Fatal(err)
+			}
+			if s, err := OpenStore(dir, StoreOptions{}); !errors.Is(err, engine.ErrNotRegular) {
+				if err == nil {
+					s.Close()
+				}
+				t.Errorf("OpenStore with %s/ a link = %v, want ErrNotRegular", sub, err)
+			}
+			if _, err := StatStore(dir); !errors.Is(err, engine.ErrNotRegular) {
+				t.Errorf("StatStore with %s/ a link = %v, want ErrNotRegular", sub, err)
 			}
 		})
 	}
