@@ -165,8 +165,9 @@ func storeFilesLook(dir string) (string, error) {
 	if st, err := StatStore(dir); err == nil {
 		for _, d := range st.Deepest {
 			var bad string
+			c := bodyCheck{name: d.Name}
 			err := StoreMessages(dir, d.Name, func(m Stored) bool {
-				if bodyQueue(m.Body) != trimDead(d.Name) {
+				if !c.ok(m.Body) {
 					bad = fmt.Sprintf("StoreMessages of %q reads %.20q", d.Name, m.Body)
 					return false
 				}
@@ -202,12 +203,13 @@ func storeFilesLook(dir string) (string, error) {
 			if err != nil {
 				continue // a queue that does not open says why
 			}
+			c := bodyCheck{name: name}
 			for {
 				m, ok, err := q.TryReceive()
 				if err != nil || !ok {
 					break
 				}
-				if bodyQueue(m.Body) != trimDead(name) {
+				if !c.ok(m.Body) {
 					_ = s.Close()
 					return fmt.Sprintf("queue %q hands out %.20q", name, m.Body), nil
 				}
@@ -223,6 +225,27 @@ func storeFilesLook(dir string) (string, error) {
 		_ = s.Close()
 	}
 	return "", openErr
+}
+
+// bodyCheck checks the bodies of one queue: each names the queue, or,
+// for a queue deleted and created again whose records of both are lost
+// with a cut names log (the queue is then its old self), NAME-old; never
+// both kinds in one queue.
+type bodyCheck struct {
+	name     string
+	own, old bool
+}
+
+func (c *bodyCheck) ok(b []byte) bool {
+	switch bodyQueue(b) {
+	case trimDead(c.name):
+		c.own = true
+	case trimDead(c.name) + "-old":
+		c.old = true
+	default:
+		return false
+	}
+	return !(c.own && c.old)
 }
 
 // storeFilesDamage is one way to damage a copy of the template store.
