@@ -205,7 +205,8 @@ type queueCounts struct {
 // receive-count log, and the dedup window from the end of the message log;
 // Recovery tells what it found. It opens the dead-letter queue too (see
 // Options.DeadLetterDir); a dead-letter directory that another queue has
-// open gives ErrLocked.
+// open gives ErrLocked. A store's directory gives ErrNotQueue (its queues
+// open with OpenStore).
 func Open(dir string, opts Options) (*Queue, error) {
 	return open(dir, opts, nil)
 }
@@ -219,6 +220,12 @@ func open(dir string, opts Options, owner *Queue) (*Queue, error) {
 	dirMode := lo.DirMode
 	if dirMode == 0 {
 		dirMode = 0o700
+	}
+	if ok, err := IsStore(dir); err != nil {
+		return nil, fmt.Errorf("pagelog: open %s: %w", dir, err)
+	} else if ok {
+		// A store's deletes/ and receives/ are shared by its queues.
+		return nil, fmt.Errorf("%w: %s holds a store (open it with OpenStore)", ErrNotQueue, dir)
 	}
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)

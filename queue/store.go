@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/regfile"
 )
 
 // A Store holds any number of queues in one directory: one lock, five
@@ -217,6 +219,13 @@ func (o StoreOptions) queueOptions() (Options, error) {
 // of its records; queues are opened (their state rebuilt) when Queue
 // first asks for them. A second OpenStore of dir, in this process or
 // another, gets engine.ErrLocked.
+//
+// A directory that holds a log or a queue and no store is refused with
+// ErrNotStore (nothing is made in it), and a store whose log directories
+// are not directories (a symbolic link, a FIFO, a file) with
+// engine.ErrNotRegular. Damage inside the logs is stepped over and
+// reported (Recovery), or, where stepping over it could lose a message or
+// hand it to another queue, an error.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	qo, err := o.queueOptions()
 	if err != nil {
@@ -225,6 +234,9 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	dirMode := o.Log.DirMode
 	if dirMode == 0 {
 		dirMode = 0o700
+	}
+	if err := checkStoreDir(dir); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return nil, fmt.Errorf("pagelog: create %s: %w", dir, err)
@@ -245,6 +257,35 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 	s.timer = s.qopts.Clock.AfterFunc(s.qopts.CheckpointInterval, s.tick)
 	return s, nil
 }
+
+// checkStoreDir refuses a directory that is not a store and holds a log
+// or a queue (their files would be taken for the store's), and a store
+// whose log directories are not directories: a symbolic link in place of
+// one would have the store write its files wherever it points.
+func checkStoreDir(dir string) error {
+	if ok, err := IsStore(dir); err != nil {
+		return err
+	} else if !ok {
+		isLog, err := engine.IsLog(dir)
+		if err != nil {
+			return err
+		}
+		_, herr := os.Lstat(filepath.Join(dir, headName))
+		if isLog || herr == nil {
+			return fmt.Errorf("%w: %s holds a log or a queue, and a store is made only in a new or empty directory (or one holding a store)", ErrNotStore, dir)
+		}
+	}
+	for _, sub := range storeLogDirs {
+		p := filepath.Join(dir, sub)
+		if st, err := os.Lstat(p); err == nil && !st.IsDir() {
+			return fmt.Errorf("pagelog: store %s: %w", dir, &regfile.TypeError{Path: p, Is: regfile.Kind(st.Mode()), Want: "a directory (the store's " + sub + " log)"})
+		}
+	}
+	return nil
+}
+
+// storeLogDirs are the directories of a store's logs.
+var storeLogDirs = []string{storeNamesDir, storeHeadsDir, storeMessagesDir, storeDeletesDir, storeReceivesDir}
 
 // sideOptions are the options of the store's small logs.
 func (s *Store) sideOptions(segBytes int64) engine.Options {
@@ -488,9 +529,20 @@ func (s *Store) load() error {
 		return fmt.Errorf("%w: the store's queue ids are used up", engine.ErrFull)
 	}
 	s.nextID = maxID + 1
+	if maxID == 0 {
+		s.nextID = firstStoreID()
+	}
 	rec.Queues = len(s.byName)
 	return nil
 }
+
+// firstStoreID is the first queue id of a store whose logs name none: a
+// random one in [1, 2^31], so that the ids of two stores seldom meet. A
+// names log (or a segment of one) from another store then names ids that
+// no record of this store's logs holds, and its queues never get this
+// store's messages (they are counted as orphans); the 2^31 ids above it
+// are the store's to give out.
+func firstStoreID() uint32 { return 1 + rand.Uint32N(1<<31) }
 
 // trimDead strips the dead-letter suffix (a dead-letter queue's name may
 // pass MaxQueueNameBytes by it).

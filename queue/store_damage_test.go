@@ -115,8 +115,7 @@ func TestStoreHeadsRecordOfUnknownIDIsNeverANewQueuesHead(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	body := make([]byte, 4, 4+headSize)
-	body[3] = byte(next) // ids are small here
+	body := binary.BigEndian.AppendUint32(nil, next)
 	body = append(body, encodeHead(headState{head: 5, end: 5, sides: true})...)
 	appendStoreRecords(t, dir, storeHeadsDir, body)
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/pagelog/pagelog/engine"
@@ -88,6 +90,43 @@ func FuzzStoreQueueAttribute(f *testing.F) {
 		again, err := record.ParseSection(record.AppendSection(nil, &a))
 		if err != nil || !again.HasQueue || again.Queue != a.Queue || again.QueueOffset != a.QueueOffset {
 			t.Fatalf("ParseSection(%x) = %+v, which encodes to %+v, %v", b, a, again, err)
+		}
+	})
+}
+
+// A store whose names and heads segments are any bytes opens with an
+// error or a report, and never hands out a message in a queue other than
+// the one it was sent to (see TestStoreFilesDamagedMissingOrForeign...).
+func FuzzStoreOpenWithNamesAndHeadsSegments(f *testing.F) {
+	template := filepath.Join(f.TempDir(), "store")
+	if err := buildFilesStore(template, []string{"a", "b"}); err != nil {
+		f.Fatal(err)
+	}
+	seg := "00000000000000000000.log"
+	read := func(sub string) []byte {
+		b, err := os.ReadFile(filepath.Join(template, sub, seg))
+		if err != nil {
+			f.Fatal(err)
+		}
+		return bytes.TrimRight(b, "\x00")
+	}
+	names, heads := read(storeNamesDir), read(storeHeadsDir)
+	f.Add(names, heads)
+	f.Add(names[:len(names)/2], heads)
+	f.Add([]byte{}, heads[:len(heads)/3])
+	f.Add(heads, names)
+	f.Fuzz(func(t *testing.T, names, heads []byte) {
+		dir := filepath.Join(t.TempDir(), "store")
+		if err := copyDir(template, dir); err != nil {
+			t.Fatal(err)
+		}
+		for sub, b := range map[string][]byte{storeNamesDir: names, storeHeadsDir: heads} {
+			if err := os.WriteFile(filepath.Join(dir, sub, seg), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if failure, _ := storeFilesLook(dir); failure != "" {
+			t.Fatal(failure)
 		}
 	})
 }

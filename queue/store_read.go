@@ -115,6 +115,9 @@ func lookStore(dir string) (*Store, error) {
 	} else if !ok {
 		return nil, fmt.Errorf("%w: %s (no %s/ log)", ErrNotStore, dir, storeNamesDir)
 	}
+	if err := checkStoreDir(dir); err != nil {
+		return nil, err
+	}
 	s := &Store{dir: dir, byName: map[string]*storeQueue{}, byID: map[uint32]*storeQueue{}, nextID: 1}
 	open := func(sub string) (*engine.Log, error) {
 		return engine.OpenReadOnly(filepath.Join(dir, sub), engine.Options{})
