@@ -23,7 +23,7 @@ func TestAppendOnFullDiskUsesSpareFiles(t *testing.T) {
 	if _, err := l.DropBefore(segs[3].Base()); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !hasRecycled(t, dir); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !hasRecycled(t, dir); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no dropped file was kept for reuse")
 		}

@@ -114,7 +114,7 @@ func TestCloseOnFullDiskFreesKeptFilesFirst(t *testing.T) {
 	if _, err := l.DropBefore(segs[2].Base()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !hasRecycled(t, dir) {
 		if time.Now().After(deadline) {
 			t.Fatal("no dropped file was kept for reuse")

@@ -112,7 +112,7 @@ func e10Dropped(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (
 	}
 	if recycle > 0 {
 		before := w.Stats().Recycled
-		for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+1; {
+		for deadline := time.Now().Add(time.Minute); w.Stats().Recycled < before+1; {
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}
@@ -192,7 +192,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 	}
 	// Rolls until the files of the reader's segments from from on come
 	// back under later names (every dropped file is kept for reuse).
-	for deadline := time.Now().Add(10 * time.Second); !e10Reused(t, dir, files); {
+	for deadline := time.Now().Add(time.Minute); !e10Reused(t, dir, files); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reader's segments' files were never reused: %+v", w.Stats())
 		}

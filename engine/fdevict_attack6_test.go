@@ -450,7 +450,7 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 			// may hold x meanwhile; its Release then evicts down to the
 			// bound, which may take segs[0] instead: read again.
 			x := segs[3]
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 				if r, err := l.Read(segs[0].Base()); err != nil {
 					t.Fatal(err)
 				} else {

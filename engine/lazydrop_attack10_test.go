@@ -120,7 +120,7 @@ func a10DropCase(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) 
 	if recycle > 0 {
 		// Rolls until the dropped files are reused.
 		before := w.Stats().Recycled
-		for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+1; {
+		for deadline := time.Now().Add(time.Minute); w.Stats().Recycled < before+1; {
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}

@@ -29,8 +29,8 @@ func prefaultCaughtUp(l *Log) (ok bool, pop, end int64) {
 	return pop >= min(end+l.pre.ahead.Load()-l.pre.step.Load(), l.cfg.SegmentBytes), pop, end
 }
 
-// waitCaughtUp waits, at most 5 s, for the prefaulter to catch up with the
-// writer and returns how long it took.
+// waitCaughtUp waits for the prefaulter to catch up with the writer and
+// returns how long it took (a minute is taken for a hang).
 func waitCaughtUp(t *testing.T, l *Log, what string) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -39,7 +39,7 @@ func waitCaughtUp(t *testing.T, l *Log, what string) time.Duration {
 		if ok {
 			return time.Since(start)
 		}
-		if time.Since(start) > 5*time.Second {
+		if time.Since(start) > time.Minute {
 			t.Fatalf("%s: the prefaulter stopped at %d with the writer at %d (polling %v)", what, pop, end, l.pre.polling.Load())
 		}
 		time.Sleep(50 * time.Microsecond)
@@ -108,8 +108,11 @@ func TestPrefaultAttackBursts(t *testing.T) {
 	}
 }
 
-// Close while the prefaulter polls, over and over: Close returns at once,
-// no goroutine is left behind, and each reopen trusts the index.
+// Close while the prefaulter polls, over and over: Close returns (it does
+// not wait for the polling to end on its own: a minute is taken for a
+// hang), no goroutine is left behind, and each reopen trusts the index.
+// How long a Close takes is logged, not asserted: on a loaded machine its
+// syncs alone can take seconds.
 func TestPrefaultAttackCloseWhilePolling(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 2 << 20, IndexIntervalBytes: 64}
@@ -133,16 +136,21 @@ func TestPrefaultAttackCloseWhilePolling(t *testing.T) {
 			polled++
 		}
 		start := time.Now()
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
+		closed := make(chan error, 1)
+		go func() { closed <- l.Close() }()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(time.Minute):
+			buf := make([]byte, 1<<20)
+			t.Fatalf("cycle %d: Close while polling (%v) did not return:\n%s", cycle, l.pre.polling.Load(), buf[:runtime.Stack(buf, true)])
 		}
 		slowest = max(slowest, time.Since(start))
 	}
-	if slowest > time.Second {
-		t.Errorf("a Close took %v", slowest)
-	}
 	t.Logf("%d of 40 closes while polling, slowest close %v", polled, slowest)
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("%d goroutines before, %d after 40 open/close cycles:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
@@ -288,7 +296,7 @@ func TestPrefaultAttackRecycledIndexResident(t *testing.T) {
 		base := l.active.Base()
 		for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
 			path := filepath.Join(dir, segment.Name(base, suffix))
-			deadline := time.Now().Add(2 * time.Second)
+			deadline := time.Now().Add(time.Minute)
 			for {
 				in, all := residentPages(t, path)
 				if all == 0 {

@@ -239,9 +239,9 @@ func paPrepared(l *Log) *segment.Segment {
 // paWaitOffered waits until the preparer offers a segment.
 func paWaitOffered(t *testing.T, l *Log) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); paPrepared(l) == nil; runtime.Gosched() {
+	for deadline := time.Now().Add(time.Minute); paPrepared(l) == nil; runtime.Gosched() {
 		if time.Now().After(deadline) {
-			t.Fatal("no segment was offered in 10s past half of the active one")
+			t.Fatal("no segment was offered in a minute past half of the active one")
 		}
 	}
 }
@@ -932,7 +932,7 @@ func TestPreparedAttackFullDisk(t *testing.T) {
 				// The preparer may be between the newest prepared file's
 				// first step and its Preallocate as the appends end (7 of
 				// 8 once, in a loaded run): wait for it, and for no more.
-				for deadline := time.Now().Add(10 * time.Second); preparedLog.Load() != 2*preparedFirst.Load(); time.Sleep(time.Millisecond) {
+				for deadline := time.Now().Add(time.Minute); preparedLog.Load() != 2*preparedFirst.Load(); time.Sleep(time.Millisecond) {
 					if time.Now().After(deadline) {
 						t.Fatalf("%d allocations of the prepared .log file for %d prepared segments: want its first step and Preallocate's",
 							preparedLog.Load(), preparedFirst.Load())

@@ -65,14 +65,14 @@ func swapSettled(t *testing.T, l *Log, dir string) swapView {
 	t.Helper()
 	var v swapView
 	var files, prepared []string
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 		v = swapState(l)
 		files, prepared = recycledFiles(t, dir), preparedFiles(t, dir)
 		if v.settled() && swapState(l) == v && len(files) == v.kept && len(prepared) > 0 == v.prepared {
 			return v
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the load stopped: reuse state %+v, recycled files %v, prepared %v", v, files, prepared)
+			t.Fatalf("a minute after the load stopped: reuse state %+v, recycled files %v, prepared %v", v, files, prepared)
 		}
 	}
 }
@@ -365,7 +365,7 @@ func TestRecycleSwapAttackPreparerHeld(t *testing.T) {
 			}
 			select {
 			case <-entered:
-			case <-time.After(10 * time.Second):
+			case <-time.After(time.Minute):
 				t.Fatalf("the preparer never started a new file (%+v)", swapState(l))
 			}
 			oldest := (*l.segs.Load())[0]
@@ -476,7 +476,7 @@ func TestRecycleSwapAttackCloseDuringSwap(t *testing.T) {
 			if err != nil {
 				t.Fatalf("round %d: Close: %v", round, err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatalf("round %d: Close did not return", round)
 		}
 		if round%2 == 1 {
@@ -560,7 +560,7 @@ func TestRecycleSwapAttackTamperedKeptFiles(t *testing.T) {
 		// append and no drop to come, the preparer takes no kept file
 		// until the next half segment. (The directory may hold fewer
 		// kept files than the log: some were removed.)
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 			v := swapState(l)
 			if v.settled() {
 				time.Sleep(2 * time.Millisecond)

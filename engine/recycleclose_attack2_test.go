@@ -135,7 +135,7 @@ func TestAttack2CloseOnFullDiskKeepsThree(t *testing.T) {
 	if _, err := l.DropBefore(segs[5].Base()); err != nil {
 		t.Fatal(err)
 	}
-	for wait := time.Now().Add(10 * time.Second); !hasRecycled(t, dir); {
+	for wait := time.Now().Add(time.Minute); !hasRecycled(t, dir); {
 		if time.Now().After(wait) {
 			t.Fatal("no dropped file was kept for reuse")
 		}

@@ -41,7 +41,7 @@ func TestAttack9ReleaseSparesThenDropOnFullDisk(t *testing.T) {
 				}
 			}
 			// The next segment prepared, and the preparer done with it.
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
 				l.rolls.mu.Lock()
 				ready := l.rolls.prepared != nil && !l.rolls.preparing
 				l.rolls.mu.Unlock()

@@ -35,7 +35,7 @@ func TestReleaseSpares(t *testing.T) {
 	if _, err := l.DropBefore((*l.segs.Load())[4].Base()); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(sparesIn(t, dir)) < 2; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); len(sparesIn(t, dir)) < 2; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no spare files: %v", sparesIn(t, dir))
 		}
@@ -49,7 +49,7 @@ func TestReleaseSpares(t *testing.T) {
 	// is gone (a seal or an eviction may hold one for a moment): one
 	// renamed but not yet kept is removed by a later call. Only a
 	// prepared segment being made may stay longer.
-	for deadline := time.Now().Add(10 * time.Second); hasRecycled(t, dir); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); hasRecycled(t, dir); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("ReleaseSpares: %d removed, %v left of %v", n, sparesIn(t, dir), before)
 		}

@@ -108,7 +108,7 @@ func TestPreparedSegmentFiles(t *testing.T) {
 	l := mustOpen(t, dir, Options{SegmentBytes: segBytes})
 	sizes := appendN(t, l, 40, func(uint64) int { return 1000 }) // past half the segment
 	prepared := filepath.Join(dir, segment.PreparedPrefix+segment.LogSuffix)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := os.Stat(prepared); err == nil {
 			break
@@ -166,7 +166,7 @@ func TestPreparedSegmentReplaced(t *testing.T) {
 	defer l.Close()
 	sizes := appendN(t, l, 40, func(uint64) int { return 1000 })
 	prepared := filepath.Join(dir, segment.PreparedPrefix+segment.LogSuffix)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		l.rolls.mu.Lock()
 		ready := l.rolls.prepared != nil

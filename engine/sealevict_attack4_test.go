@@ -99,9 +99,10 @@ type a4Churn struct {
 }
 
 // a4Run runs a writer that keeps rolling, readers of every kind, and the
-// churn asked for, for about d, and fails t with the first failure. It
-// returns how many records were appended.
-func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64) int {
+// churn asked for, for at least d and 60 records and until done holds,
+// and fails t with the first failure. It returns how many records were
+// appended.
+func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, done func() bool) int {
 	t.Helper()
 	var appended atomic.Int64
 	var (
@@ -262,8 +263,13 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64) in
 		}()
 	}
 	// At least d, and at least six rolls' worth of records (SyncAlways
-	// appends slowly on a loaded machine), for 4d at most.
-	for start := time.Now(); !stop.Load() && time.Since(start) < 4*d && (time.Since(start) < d || appended.Load() < 60); {
+	// appends slowly on a loaded machine) and until done holds (nil: at
+	// once); a minute at most, a hang.
+	for start := time.Now(); !stop.Load() && (time.Since(start) < d || appended.Load() < 60 || done != nil && !done()); {
+		if time.Since(start) > time.Minute {
+			t.Errorf("after a minute: %d records appended, done %v", appended.Load(), done == nil || done())
+			break
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop.Store(true)
@@ -291,7 +297,7 @@ func TestAttack4SealEvictReaders(t *testing.T) {
 					Sync: policy, SyncInterval: 2 * time.Millisecond}
 				l := mustOpen(t, dir, opts)
 				// 4 KiB segments hold about ten records.
-				if n := a4Run(t, l, churn, 300*time.Millisecond, uint64(policy)*2+uint64(max)); n < 25 {
+				if n := a4Run(t, l, churn, 300*time.Millisecond, uint64(policy)*2+uint64(max), nil); n < 60 {
 					t.Fatalf("only %d records appended", n)
 				}
 				a4Reopen(t, l, dir, opts)
@@ -311,7 +317,10 @@ func TestAttack4SealEvictRecycledRetired(t *testing.T) {
 				Sync: policy, SyncInterval: 2 * time.Millisecond, RecycleSegments: 2, RetireMappings: true,
 				RetentionBytes: 16 << 10}
 			l := mustOpen(t, dir, opts)
-			a4Run(t, l, a4Churn{drop: true, truncate: true, keep: 30}, 300*time.Millisecond, 7)
+			// Until a file was reused: the preparer that reuses them runs
+			// beside the writer, and may be late on a loaded machine.
+			a4Run(t, l, a4Churn{drop: true, truncate: true, keep: 30}, 300*time.Millisecond, 7,
+				func() bool { return l.Stats().Recycled > 0 })
 			if st := l.Stats(); st.Recycled == 0 {
 				t.Fatalf("no file was reused: %+v", st)
 			}

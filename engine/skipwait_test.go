@@ -24,7 +24,7 @@ func TestSkipToWakesWait(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Wait(5) after SkipTo(10): %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait(5) still blocked 10 s after SkipTo(10) moved the end past it")
+	case <-time.After(time.Minute):
+		t.Fatal("Wait(5) still blocked a minute after SkipTo(10) moved the end past it")
 	}
 }

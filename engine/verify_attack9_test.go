@@ -21,7 +21,7 @@ func a9ReuseVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
 	if id == ([2]uint64{}) {
 		t.Fatal("the victim's file identity is unknown")
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(time.Minute); ; {
 		for _, s := range *w.segs.Load() {
 			if s.FileID() == id && s.Next() > s.Base()+1 {
 				a4AwaitSeal(w)

@@ -59,7 +59,7 @@ func TestAttack9VerifyReportsDamageBesideReuse(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+1 && time.Now().Before(deadline); {
+				for deadline := time.Now().Add(time.Minute); w.Stats().Recycled < before+1 && time.Now().Before(deadline); {
 					if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
 						t.Error(err)
 						return

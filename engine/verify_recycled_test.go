@@ -30,7 +30,7 @@ func recycledUnderReader(t *testing.T) (r *Log, segs []*segment.Segment, drop fu
 		if _, err := w.DropBefore(segs[2].Base()); err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); w.Stats().Recycled < before+2; {
+		for deadline := time.Now().Add(time.Minute); w.Stats().Recycled < before+2; {
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}

@@ -19,7 +19,7 @@ import (
 // covers every offset once.
 func a2Converge(t *testing.T, when string, w, ro *Log) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for ro.Next() != w.Next() {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the reader's Next stays %d, the writer's is %d", when, ro.Next(), w.Next())

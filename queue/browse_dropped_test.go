@@ -96,14 +96,14 @@ func TestMessagesSegmentsDroppedDuringWalk(t *testing.T) {
 		// The owner moves the held messages out and drops their
 		// segments; then sends (deleting nothing, so nothing more is
 		// dropped) until later segments reuse the dropped files.
-		for deadline := time.Now().Add(10 * time.Second); q.Stats().Moved < 3 || q.log.First() <= held[2]; {
+		for deadline := time.Now().Add(time.Minute); q.Stats().Moved < 3 || q.log.First() <= held[2]; {
 			if time.Now().After(deadline) {
 				t.Fatalf("the held messages never moved: %+v", q.Stats())
 			}
 			clock.Advance(earlyInterval / 4)
 			time.Sleep(100 * time.Microsecond)
 		}
-		for deadline := time.Now().Add(10 * time.Second); !reused(); {
+		for deadline := time.Now().Add(time.Minute); !reused(); {
 			if time.Now().After(deadline) {
 				t.Fatalf("the held messages' files were never reused: %+v, %v", q.Stats(), logFiles(t, dir))
 			}

@@ -241,9 +241,17 @@ func (q *Queue) checkpointEarly() {
 		// started: either settles the drop.
 		return
 	}
-	if wait := q.ck.last + int64(q.opts.CheckpointInterval/8) - q.now(); wait > 0 {
-		q.ck.timer = q.clock.AfterFunc(time.Duration(wait), q.checkpointTick)
-		return
+	due := q.ck.last + int64(q.opts.CheckpointInterval/8)
+	if wait := due - q.now(); wait > 0 {
+		t := q.clock.AfterFunc(time.Duration(wait), q.checkpointTick)
+		// The timer counts from the clock's time when it was set, which
+		// may have passed due since the look above (a ManualClock advanced
+		// meanwhile on another goroutine: its timer would then wait for
+		// the next Advance). Look again: a checkpoint due runs now.
+		if q.now() < due || !t.Stop() {
+			q.ck.timer = t // if it fired, its call waits for mu and sets the next
+			return
+		}
 	}
 	_ = q.checkpoint()
 	q.ck.timer = q.clock.AfterFunc(q.opts.CheckpointInterval, q.checkpointTick)

@@ -119,9 +119,9 @@ func (m *a9Model) check(t *testing.T, q *Queue) {
 	src := a9DrainIDs(t, q)
 	// Messages found with their receives used up (at the open, or by the
 	// drain) move to the dead letters by a timer: wait for the moves.
-	for deadline := time.Now().Add(10 * time.Second); q.Stats().Dying > 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); q.Stats().Dying > 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("messages still waiting to move to the dead letters after 10 s: %+v", q.Stats())
+			t.Fatalf("messages still waiting to move to the dead letters after a minute: %+v", q.Stats())
 		}
 	}
 	var dead []int

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -65,5 +66,47 @@ func TestCheckpointEarlyWhenHeadLeavesSegment(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if head, _ := q.ck.snapshot(); head != p2 {
 		t.Fatalf("checkpointed head %d after deletes inside a segment, want %d (the tick's)", head, p2)
+	}
+}
+
+// jumpClock is a ManualClock that moves on by jump (once) just before the
+// next timer is set: an Advance on another goroutine that lands between a
+// look at the time and the timer that look worked out.
+type jumpClock struct {
+	*ManualClock
+	jump atomic.Int64
+}
+
+func (c *jumpClock) AfterFunc(d time.Duration, f func()) Timer {
+	if j := c.jump.Swap(0); j != 0 {
+		c.Advance(time.Duration(j)) // no timer is due by then: none runs here
+	}
+	return c.ManualClock.AfterFunc(d, f)
+}
+
+// An early checkpoint put off until an eighth of the interval after the
+// last one, whose time comes while its timer is being set, runs then: it
+// does not wait for the clock to move on again.
+func TestEarlyCheckpointDueWhileItsTimerIsSet(t *testing.T) {
+	clock := &jumpClock{ManualClock: newFakeClock()}
+	q := openEarlyQueue(t, t.TempDir(), clock.ManualClock, func(o *Options) { o.Clock = clock })
+	defer mustCloseQueue(t, q)
+	for q.log.Stats().Segments < 3 {
+		mustSend(t, q, strings.Repeat("j", 300))
+	}
+	ms := receiveAll(t, q)
+	p, ok := q.log.DropPoint()
+	if !ok {
+		t.Fatal("one segment only")
+	}
+	timer := ckTimer(q)
+	clock.jump.Store(int64(earlyInterval / 8))
+	deleteBelow(t, q, ms, p)
+	waitFor(t, "the early checkpoint to run or be put off", func() bool { return ckTimer(q) != timer })
+	if clock.jump.Load() != 0 {
+		t.Fatal("no timer was set for the early checkpoint")
+	}
+	if head, _ := q.ck.snapshot(); head != p || q.log.First() != p {
+		t.Fatalf("checkpointed head %d, First %d, want %d: the early checkpoint waits for a time that has come", head, q.log.First(), p)
 	}
 }

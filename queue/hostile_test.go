@@ -2224,8 +2224,8 @@ func TestHostileCloseRaces(t *testing.T) {
 		go func() { wg.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: callers still blocked 10 s after Close", round)
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: callers still blocked a minute after Close", round)
 		}
 		if s, ok := bad.Load().(string); ok {
 			t.Error(s)
@@ -2476,11 +2476,11 @@ func TestHostileRealClockTimers(t *testing.T) {
 			if !ok || m.Receives < 2 || (m.Receives == 2 && m.Deadline.Add(-vis).Before(f.Deadline)) || string(m.Body) != fmt.Sprint("r", m.Offset) {
 				t.Errorf("redelivery %+v (body %q), first hand-out's deadline %v", m, m.Body, f.Deadline)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("blocked receivers were not woken by the deadlines")
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for q.Stats().Checkpointed != 20 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the head checkpoint did not follow the deletes: %+v", q.Stats())

@@ -44,7 +44,7 @@ func TestMovedCopiesGatheredStillMove(t *testing.T) {
 
 	// No sends: each checkpoint moves the oldest segment's held message to
 	// the end of the log, into the active segment.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for q.Stats().Moved < 3 || q.log.Stats().Segments > 1 {
 		clock.Advance(interval / 8)
 		time.Sleep(100 * time.Microsecond)
@@ -206,7 +206,7 @@ func TestMovedCopiesOverCapMoveInSeveralMoves(t *testing.T) {
 // runs any more.
 func waitKicked(t *testing.T, q *Queue) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); q.mv.kicked.Load(); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); q.mv.kicked.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("a move between checkpoints never ended")
 		}

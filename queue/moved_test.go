@@ -219,7 +219,7 @@ func TestQueueMovedDiskBounded(t *testing.T) {
 					// is the queue's steady state, not how late a goroutine
 					// runs under -race.
 					end := q.Stats().End
-					for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Microsecond) {
+					for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Microsecond) {
 						if r := q.ck.shown.Load(); r != nil && r.end == end {
 							break
 						}
@@ -240,14 +240,20 @@ func TestQueueMovedDiskBounded(t *testing.T) {
 			if limit := q.opts.MaxHeldSegments + 2; maxSegs > limit {
 				t.Errorf("the message log held %d segments, more than MaxHeldSegments + 2 = %d", maxSegs, limit)
 			}
-			// Everything in the directory, the engine's spare files too
-			// (the next segment prepared ahead, a dropped one kept for
-			// reuse, and the stuck message's first segment, which its
-			// hand-out keeps mapped): 503 to 507 KB measured once index
-			// files were sized for the segment and a prepared segment
-			// allocated a quarter of one (588 to 602 KB before).
-			if limit := int64(q.opts.MaxHeldSegments+4) * segBytes; maxAll > limit {
-				t.Errorf("the directory held %d bytes, more than (MaxHeldSegments + 4) segments = %d", maxAll, limit)
+			// Everything in the directory, the engine's spare files too:
+			// the segments above (MaxHeldSegments + 2), the stuck
+			// message's first segment, which its hand-out keeps mapped
+			// after its drop renamed it for reuse, and the next segment
+			// prepared ahead. A prepared segment made from a new file
+			// allocates a quarter of one, but one made from a dropped file
+			// is a whole one, and which of the two is there when the
+			// directory is read depends on when the preparer ran: so
+			// MaxHeldSegments + 4 whole segments, and one more for the
+			// side logs and the index files (about 40 KB of it used).
+			// 499 KB measured at most with a new prepared file; 552 KB
+			// seen with one made from a dropped file.
+			if limit := int64(q.opts.MaxHeldSegments+5) * segBytes; maxAll > limit {
+				t.Errorf("the directory held %d bytes, more than (MaxHeldSegments + 5) segments = %d", maxAll, limit)
 			}
 			if st.Moved == 0 || st.Messages != 1 || (failing && receives < 10) {
 				t.Errorf("nothing moved, or not one message left, or the failing one did not fail: %+v", st)

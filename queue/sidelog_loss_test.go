@@ -16,14 +16,20 @@ import (
 // sideLogQueue builds a closed queue in a new directory: 1000 messages,
 // every one received once and all but the first (which keeps the head at
 // 0) deleted, so that every record of its delete log and of its
-// receive-count log names a message at or above the head. With 4 KiB
-// message segments the side logs' segments are 4 KiB too: a few hundred
-// records each, several segments.
+// receive-count log names a message at or above the head (no move takes
+// the first message out from under it). With 4 KiB message segments the
+// side logs' segments are 4 KiB too: a few hundred records each, several
+// segments.
 func sideLogQueue(t *testing.T, mod ...func(*Options)) (dir string, clock *fakeClock, opts func(*Options)) {
 	t.Helper()
 	dir, clock = t.TempDir(), newFakeClock()
 	opts = func(o *Options) {
 		o.MaxReceives = 100
+		// No move: a look at the held segments that the sends start
+		// on a goroutine of its own, and that runs only after the deletes
+		// (a loaded machine), would move the first message out, and the
+		// checkpoint after it would drop the side logs below the new head.
+		o.MaxHeldSegments = 1 << 20
 		for _, m := range mod {
 			m(o)
 		}

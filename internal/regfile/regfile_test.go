@@ -19,7 +19,7 @@ func opened(t *testing.T, open func() error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the open blocked")
 		return nil
 	}

@@ -101,7 +101,7 @@ func (c *testCluster) stop(i int) {
 // leader waits for a node that serves.
 func (c *testCluster) leader() int {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		for i, n := range c.nodes {
 			if n != nil && n.leading() == nil {
@@ -110,14 +110,14 @@ func (c *testCluster) leader() int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatal("no leader within 10 s")
+	c.t.Fatal("no leader within a minute")
 	return -1
 }
 
 // do runs op on the leader until it does not fail for want of one.
 func (c *testCluster) do(op func(n *Node) error) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		err := op(c.nodes[c.leader()])
 		var nl *NotLeaderError
@@ -159,7 +159,7 @@ func (c *testCluster) receive(wait time.Duration) (m Message) {
 // holds the same messages.
 func (c *testCluster) converge() Digest {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		var ds []Digest
 		for _, n := range c.nodes {
@@ -183,7 +183,7 @@ func (c *testCluster) converge() Digest {
 				b, _ := os.ReadFile(filepath.Join(c.dir, c.id(i)+".log"))
 				c.t.Logf("%s's log (the end):\n%s", c.id(i), b[max(0, len(b)-4000):])
 			}
-			c.t.Fatalf("the nodes differ after 10 s: %+v", ds)
+			c.t.Fatalf("the nodes differ after a minute: %+v", ds)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -436,7 +436,7 @@ func TestFSMRestoreWhileSnapshotHeld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Restore waits for a snapshot held")
 	}
 	if digestOf(t, f) != digestOf(t, other) {

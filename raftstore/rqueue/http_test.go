@@ -38,7 +38,7 @@ func oneNode(t *testing.T) (*Node, *httptest.Server) {
 			t.Error(err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for n.leading() != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("no leader")

@@ -32,9 +32,9 @@ func startAs(t *testing.T, id, dir, logPath string) (*Node, error) {
 // waitLeading waits until n serves.
 func waitLeading(t *testing.T, n *Node) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); n.leading() != nil; {
+	for deadline := time.Now().Add(time.Minute); n.leading() != nil; {
 		if time.Now().After(deadline) {
-			t.Fatal("no leader within 10 s")
+			t.Fatal("no leader within a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
