@@ -48,7 +48,7 @@ var allowed = map[string]rule{
 	"internal/addrspace":  {sys: true},
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true},
 	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true},
-	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, testSys: true},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record"}, testSys: true},
 	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
