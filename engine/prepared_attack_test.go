@@ -771,7 +771,7 @@ func TestPreparedAttackCloseRacingRolls(t *testing.T) {
 			t.Fatalf("cycle %d (%+v): Close left %v", cycle, opts, left)
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
 			t.Fatalf("%d goroutines before, %d after the cycles:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])

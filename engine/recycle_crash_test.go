@@ -407,7 +407,7 @@ func TestRecycleLeftoversVerifyAndRecover(t *testing.T) {
 	}
 	half := l.active.Base()
 	appendTill(func() bool { return l.active.End() > o.SegmentBytes*3/4 && l.active.Base() == half })
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for len(preparedFiles(t, dir)) == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

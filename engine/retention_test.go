@@ -20,7 +20,7 @@ func TestRetentionBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for l.Stats().Segments > 6 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

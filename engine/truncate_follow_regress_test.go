@@ -29,7 +29,7 @@ func TestRegressTruncateAcrossSegmentStopsFollower(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for ro.Next() != w.Next() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -31,7 +31,7 @@ func TestRegressTruncateDuringViewOpen(t *testing.T) {
 	ro := mustOpenRO(t, dir, Options{})
 	t.Logf("reader opened: [%d, %d), notes %q", ro.First(), ro.Next(), ro.Recovery().Notes)
 	appendN(t, w, 30, mixedSize) // offsets 10..39, in the same file
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for ro.Next() != w.Next() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
