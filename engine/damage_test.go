@@ -197,7 +197,7 @@ func TestSealedLengthDamage(t *testing.T) {
 // limits"): the test pins down exactly what is served then, so that a
 // change of behaviour is seen.
 func TestAttrFlagDamage(t *testing.T) {
-	unknownKey := append([]byte{0x00, 0x03, 0x07, 0x01, 'A'}, "rest of the body"...) // parses as a section with key 7
+	unknownKey := append([]byte{0x00, 0x03, 0x08, 0x01, 'A'}, "rest of the body"...) // parses as a section with key 8 (unknown)
 	records := []struct {
 		name       string
 		body       []byte
