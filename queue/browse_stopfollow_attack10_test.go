@@ -91,8 +91,12 @@ func TestMessagesAttack10NewestDroppedCopyPastEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := q.Stats().Moved; n != 1 {
-				t.Fatalf("the delayed message moved %d times, want once", n)
+			// The steps go on until a file is reused; on a slow machine
+			// they may take the copy's own segment to the oldest, and the
+			// message moves again. What must hold is below: Messages gives
+			// it once, however often it moved.
+			if n := q.Stats().Moved; n < 1 {
+				t.Fatalf("the delayed message moved %d times, want at least once", n)
 			}
 			if got[held] != 1 {
 				t.Errorf("the delayed message %d, live throughout, came %d times, want once (moved %d; given: %v)",
