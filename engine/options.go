@@ -116,10 +116,11 @@ type Options struct {
 	// unmapped when a new one is mapped, or one is sealed by a roll, past
 	// the bound (then mapped again when next read). The active segment,
 	// the newest segments of a read-only log, and segments readers still
-	// hold come on top. Each mapped segment costs up to three memory maps
-	// (systems limit them: vm.max_map_count). Unmapped sealed segments
-	// hold no descriptor either, so open files are bounded with them
-	// (RLIMIT_NOFILE).
+	// hold come on top, as does a sealed segment while a sync (Sync, or
+	// SyncInterval's in the background) writes it back. Each mapped
+	// segment costs up to three memory maps (systems limit them:
+	// vm.max_map_count). Unmapped sealed segments hold no descriptor
+	// either, so open files are bounded with them (RLIMIT_NOFILE).
 	MaxMappedSegments int
 
 	// RecycleSegments keeps .log files of segments that DropBefore or
