@@ -193,15 +193,11 @@ func storeSegments(t *testing.T, dir string) int {
 	return n
 }
 
-func TestStoreStuckMessageDoesNotHoldTheSharedLog(t *testing.T) {
-	dir := t.TempDir()
-	s := openTestStore(t, dir, StoreOptions{Log: engine.Options{SegmentBytes: 64 << 10}})
-	defer s.Close()
-	stuck, busy := mustQueue(t, s, "stuck"), mustQueue(t, s, "busy")
-	if _, err := stuck.Send([]byte("never deleted")); err != nil {
-		t.Fatal(err)
-	}
-	held, _ := receiveBody(t, stuck)
+// churnStore sends, receives and deletes 3,000 messages of 1,000 bytes
+// through busy, with a store checkpoint every 100, and returns the most
+// segments the store's message log held.
+func churnStore(t *testing.T, s *Store, busy *Queue, dir string) int {
+	t.Helper()
 	body := make([]byte, 1000)
 	most := 0
 	for i := range 3000 {
@@ -222,6 +218,19 @@ func TestStoreStuckMessageDoesNotHoldTheSharedLog(t *testing.T) {
 			most = max(most, storeSegments(t, dir))
 		}
 	}
+	return most
+}
+
+func TestStoreStuckMessageDoesNotHoldTheSharedLog(t *testing.T) {
+	dir := t.TempDir()
+	s := openTestStore(t, dir, StoreOptions{Log: engine.Options{SegmentBytes: 64 << 10}})
+	defer s.Close()
+	stuck, busy := mustQueue(t, s, "stuck"), mustQueue(t, s, "busy")
+	if _, err := stuck.Send([]byte("never deleted")); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := receiveBody(t, stuck)
+	most := churnStore(t, s, busy, dir)
 	// 3 MB went through 64 KiB segments: about 46 of them.
 	if limit := DefaultMaxHeldSegments + 4; most > limit {
 		t.Fatalf("the shared message log held %d segments, want at most %d", most, limit)
@@ -247,26 +256,7 @@ func TestStoreQueueNotOpenedSinceReopenDoesNotHoldTheSharedLog(t *testing.T) {
 	s = openTestStore(t, dir, o)
 	defer s.Close()
 	busy := mustQueue(t, s, "busy")
-	body := make([]byte, 1000)
-	most := 0
-	for i := range 3000 {
-		if _, err := busy.Send(body); err != nil {
-			t.Fatal(err)
-		}
-		m, ok, err := busy.TryReceive()
-		if err != nil || !ok {
-			t.Fatalf("busy: TryReceive %d: %v, %v", i, ok, err)
-		}
-		if err := busy.Delete(m.Offset); err != nil {
-			t.Fatal(err)
-		}
-		if i%100 == 99 {
-			if err := s.Checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			most = max(most, storeSegments(t, dir))
-		}
-	}
+	most := churnStore(t, s, busy, dir)
 	if limit := DefaultMaxHeldSegments + 4; most > limit {
 		t.Fatalf("the shared message log held %d segments, want at most %d", most, limit)
 	}
