@@ -641,8 +641,11 @@ func TestHostileQueueReadersBesideDeleter(t *testing.T) {
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { child.Process.Kill(); child.Wait() }()
+	exited := make(chan struct{})
 	readLineTimeout(t, bufio.NewReader(out), hqHangLimit) // it runs
+	go func() { child.Wait(); close(exited) }()
+	defer func() { child.Process.Kill(); <-exited }()
+	startHead, _ := strconv.ParseUint(statsOf(t, dir)["head"], 10, 64)
 	stop := time.Now().Add(2 * time.Second)
 	runs, bad := 0, 0
 	for time.Now().Before(stop) && bad < 5 {
@@ -663,11 +666,25 @@ func TestHostileQueueReadersBesideDeleter(t *testing.T) {
 			t.Errorf("pagelog %s beside a deleter (run %d): exit %d\nstdout:\n%s\nstderr: %s", strings.Join(args[:2], " "), runs, r.code, r.stdout, r.stderr)
 		}
 	}
-	if child.ProcessState != nil {
-		t.Fatalf("the deleter stopped: %s", childErr.String())
+	// The deleter must still run, and must have deleted beside the readers:
+	// the head moves past where it was when they started.
+	var st map[string]string
+	for deadline := time.Now().Add(hqHangLimit); ; {
+		select {
+		case <-exited:
+			t.Fatalf("the deleter stopped: %v\n%s", child.ProcessState, childErr.String())
+		default:
+		}
+		st = statsOf(t, dir)
+		if head, _ := strconv.ParseUint(st["head"], 10, 64); head > startHead {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleter made no progress in %v: head still %s (was %d)", hqHangLimit, st["head"], startHead)
+		}
+		time.Sleep(20 * time.Millisecond) // between polls of a condition
 	}
 	segs, _ := filepath.Glob(filepath.Join(dir, "deletes", "*.log"))
-	st := statsOf(t, dir)
 	t.Logf("%d runs of stats and verify beside the deleter; at the end: end %s, head %s, %d delete-log segments", runs, st["end"], st["head"], len(segs))
 }
 
