@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -64,5 +66,76 @@ func TestReadOnlyUnmappedSegmentsDropped(t *testing.T) {
 	_, next, err := r.ReadNext(context.Background(), off)
 	if !errors.Is(err, ErrTrimmed) || next != segs[2].Base() {
 		t.Fatalf("ReadNext(%d) in a dropped segment: next %d, %v; want ErrTrimmed and %d", off, next, err, segs[2].Base())
+	}
+}
+
+// A damaged record in a segment the writer has dropped, under a reader
+// that still maps it: the damage is not reported as corruption of the log,
+// because the segment is no longer part of it. Read serves every other
+// record the mapping holds, and answers the damaged one with ErrTrimmed
+// for the rest of the segment (the checksum named as its cause, but not
+// matching ErrCorrupt: a dropped range is never damage).
+// Records and ReadNext treat that range as dropped from the first failed
+// read on: they report it once and go on at the next live segment, though
+// the mapping still holds the records after the damage. That is the
+// design: a reader of a dropped segment owes nothing beyond what it has
+// read, and Records must not stop at damage the log no longer holds.
+func TestReadOnlyDroppedSegmentDamageIsTrimmedRange(t *testing.T) {
+	dir := t.TempDir()
+	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
+	a6Fill(t, w, 5)
+	r := mustOpenRO(t, dir, Options{})
+	segs := *r.segs.Load()
+	s := segs[1]
+	base, next := s.Base(), s.Next()
+	bad := base + 2
+	a10Damage(t, dir, base, bad)
+	if _, err := w.DropBefore(segs[2].Base()); err != nil {
+		t.Fatal(err)
+	}
+
+	for off := base; off < next; off++ {
+		rec, err := r.Read(off)
+		if off != bad {
+			if err != nil {
+				t.Fatalf("Read(%d) from the mapping of a dropped segment: %v", off, err)
+			}
+			if err := a6Valid(rec, off); err != nil {
+				t.Fatal(err)
+			}
+			rec.Release()
+			continue
+		}
+		if err == nil {
+			rec.Release()
+			t.Fatalf("Read(%d) of the damaged record: no error", off)
+		}
+		if !errors.Is(err, ErrTrimmed) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("offsets [%d, %d)", bad, next)) {
+			t.Fatalf("Read(%d) of the damaged record: %v; want ErrTrimmed for [%d, %d), not ErrCorrupt", off, err, bad, next)
+		}
+	}
+
+	want, trimmed := base, 0
+	for rec, err := range r.Records(base) {
+		if err != nil {
+			if !errors.Is(err, ErrTrimmed) || want != bad {
+				t.Fatalf("Records after %d: %v; want one ErrTrimmed at %d", want, err, bad)
+			}
+			trimmed++
+			want = next
+			continue
+		}
+		if rec.Offset != want {
+			t.Fatalf("Records: record %d, want %d", rec.Offset, want)
+		}
+		want++
+	}
+	if trimmed != 1 || want != r.Next() {
+		t.Fatalf("Records: %d trimmed reports, ended at %d; want 1, and %d", trimmed, want, r.Next())
+	}
+
+	_, n, err := r.ReadNext(context.Background(), bad)
+	if !errors.Is(err, ErrTrimmed) || n != next {
+		t.Fatalf("ReadNext(%d) at the damage in a dropped segment: next %d, %v; want ErrTrimmed and %d", bad, n, err, next)
 	}
 }
