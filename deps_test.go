@@ -375,3 +375,25 @@ func arrows(s string) [][2]string {
 	}
 	return edges
 }
+
+// TestNoParkedGoFiles: a test is compiled or it is not there. A known bug
+// is a failing test that is fixed, or a skipped one that says why; a Go
+// file renamed out of the build (*.go.txt, *.go.off ...) is neither.
+func TestNoParkedGoFiles(t *testing.T) {
+	parked := regexp.MustCompile(`\.go\.[A-Za-z0-9]+$`)
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && parked.MatchString(d.Name()) {
+			t.Errorf("%s: a Go file out of the build; make it a test that runs, or remove it", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -131,7 +131,7 @@ func walkMessages(l browseLog, from uint64, skip *skipSet, fn func(Stored) bool)
 	// fromCopy gives fn the moved message x, read from its newest copy.
 	fromCopy := func(x uint64) bool {
 		done[x] = true
-		if copies.deleted(skip, x) {
+		if copies.deleted(skip.contains, x) {
 			return true
 		}
 		recs := copies[x]
@@ -263,8 +263,16 @@ func movedCopies(l messageSource, from uint64) moves {
 	return copies
 }
 
-// deleted reports whether the moved message x is deleted: skip holds its
+// deleted reports whether the moved message x is deleted: gone holds its
 // original or any of its copies (as restoreMoved has it at Open).
-func (c moves) deleted(skip *skipSet, x uint64) bool {
-	return skip.contains(x) || slices.ContainsFunc(c[x], skip.contains)
+func (c moves) deleted(gone func(uint64) bool, x uint64) bool {
+	return gone(x) || slices.ContainsFunc(c[x], gone)
+}
+
+// deletedPast returns whether an offset is deleted for a reader whose
+// head moved from head to past over deleted records at its front, and
+// then forgot them: every offset in [head, past) is deleted, and skip
+// holds the rest.
+func deletedPast(skip *skipSet, head, past uint64) func(uint64) bool {
+	return func(x uint64) bool { return (x >= head && x < past) || skip.contains(x) }
 }

@@ -48,6 +48,10 @@ type moveState struct {
 	unsynced bool          // copies were appended that the next head checkpoint must sync first
 	refused  [2]uint64     // the oldest segment's base and the head of the last refused move (1+)
 	moved    uint64        // messages moved since open
+	// openHead is the head Open started from, before the cursor stepped
+	// over the deleted records at it (skipAhead): restoreMoved reads the
+	// copies from there. Every offset in [openHead, cursor) is deleted.
+	openHead uint64
 }
 
 // noteSends counts n sends and, every moveCheckEvery, looks whether the
@@ -310,13 +314,20 @@ type movedCopy struct {
 	hasDue bool
 }
 
-// restoreMoved finds the moved copies in the log from the cursor on and
+// restoreMoved finds the moved copies in the log from the head on and
 // makes their messages' entries, in the order of the offsets consumers
 // know, so that they are handed out in that order, before and in their
 // groups. A message of which a copy, or the original, is deleted is
 // deleted (every copy of it joins the skip set). Called at open.
+//
+// From the head Open started at, not the cursor: the cursor has already
+// stepped over the deleted records at the head (skipAhead, which forgets
+// them), and an older copy among them, or the original, whose delete names
+// it must still delete its message, as Messages and Stat, which read from
+// the head, have it.
 func (q *Queue) restoreMoved() error {
-	from := q.t.Cursor()
+	from, cursor := q.mv.openHead, q.t.Cursor()
+	deleted := deletedPast(q.skip, from, cursor)
 	byKey := map[uint64][]movedCopy{}
 	for r, err := range q.log.RecordsWithAttrs(from) {
 		if err != nil {
@@ -342,11 +353,11 @@ func (q *Queue) restoreMoved() error {
 	now := q.now()
 	for _, key := range keys {
 		copies := byKey[key]
-		deleted := key >= from && q.skip.contains(key)
+		gone := key >= from && deleted(key)
 		for _, c := range copies {
-			deleted = deleted || q.skip.contains(c.stor)
+			gone = gone || deleted(c.stor)
 		}
-		if deleted {
+		if gone {
 			for _, c := range copies {
 				q.skip.add(c.stor, c.stor+1)
 			}

@@ -165,6 +165,7 @@ func countMessages(st *Status, skip *skipSet, l messageSource) {
 	}
 	// The head moves past the deleted offsets at its front, as Open's does.
 	st.Head = max(st.Head, st.First)
+	head := st.Head
 	if r, ok := skip.front(); ok && r.from <= st.Head {
 		st.Head = max(st.Head, r.to)
 	}
@@ -177,8 +178,11 @@ func countMessages(st *Status, skip *skipSet, l messageSource) {
 	st.DeletesLost = min(st.DeletesLost, st.Messages) // as Open counts them
 	// A moved message whose original or older copies are still in the log
 	// (a move the next checkpoint has not passed, a crash in the middle of
-	// one) is one message, deleted when any of its records is.
-	copies := movedCopies(l, st.Head)
+	// one) is one message, deleted when any of its records is: read from
+	// where the head was before it passed the deleted offsets at its front,
+	// which may hold one of them.
+	copies := movedCopies(l, head)
+	gone := deletedPast(skip, head, st.Head)
 	for x, recs := range copies {
 		counted := 0 // its records the count above took for messages
 		if x >= st.Head && x < end && !skip.contains(x) {
@@ -187,12 +191,12 @@ func countMessages(st *Status, skip *skipSet, l messageSource) {
 		for _, r := range recs {
 			// A read-only log reads on past its end at Open, where the
 			// count above stopped.
-			if r < end && !skip.contains(r) {
+			if r >= st.Head && r < end && !skip.contains(r) {
 				counted++
 			}
 		}
 		want := 1
-		if copies.deleted(skip, x) {
+		if copies.deleted(gone, x) {
 			want = 0
 		}
 		st.Messages = uint64(max(0, int64(st.Messages)-int64(counted)+int64(want)))

@@ -118,7 +118,8 @@ func (q *Queue) restore() error {
 		// No more can come back than the messages found not deleted.
 		rec.DeletesLost = min(rec.DeletesLost, q.log.Next()-min(q.log.Next(), h.head+skip.count()))
 	}
-	q.t = inflight.New(max(h.head, q.log.First()))
+	q.mv.openHead = max(h.head, q.log.First())
+	q.t = inflight.New(q.mv.openHead)
 	q.es = newEntries()
 	q.skip = skip
 	var loss sideLoss

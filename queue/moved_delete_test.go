@@ -9,13 +9,9 @@ import (
 	"time"
 )
 
-// Fails: a delete record naming the original, or an older copy, of a
-// moved message at the front of the head: Open hands the message out and
-// Stat counts it, Messages leaves it out.
-
-// b8AppendDelete appends a delete record naming off to the delete log of
+// appendDeleteClosed appends a delete record naming off to the delete log of
 // the closed queue in dir, as a queue would.
-func b8AppendDelete(t *testing.T, dir string, off uint64) {
+func appendDeleteClosed(t *testing.T, dir string, off uint64) {
 	t.Helper()
 	q := openEarlyQueue(t, dir, newFakeClock(), func(o *Options) {
 		o.Visibility = 10 * time.Hour
@@ -41,8 +37,11 @@ func b8AppendDelete(t *testing.T, dir string, off uint64) {
 
 // Deletes naming the original or an older copy of a moved message, in
 // crash copies whose log holds them beside the newest copy: the message is
-// deleted for Open, Messages and Stat alike.
-func TestBrowseAttack8DeleteNamesOlderRecord(t *testing.T) {
+// deleted for Open, Messages and Stat alike. Open once scanned for copies
+// from the cursor, which had already stepped over a deleted older copy at
+// the head: it handed the message out, and Stat counted it, while
+// Messages left it out.
+func TestDeleteNamingOlderCopyDeletesMovedMessage(t *testing.T) {
 	b := newB8Held(t, 12)
 	defer func() { mustCloseQueue(t, b.q) }()
 	copies := b8Rounds(t, b, 12)
@@ -75,7 +74,7 @@ func TestBrowseAttack8DeleteNamesOlderRecord(t *testing.T) {
 					t.Fatal(err)
 				}
 				copyTree(t, c.dir, d)
-				b8AppendDelete(t, d, r)
+				appendDeleteClosed(t, d, r)
 				live := maps.Clone(c.live)
 				delete(live, m.Offset)
 				cc := c
@@ -90,4 +89,3 @@ func TestBrowseAttack8DeleteNamesOlderRecord(t *testing.T) {
 		t.Fatalf("only %d deletes of older records", checked)
 	}
 }
-
