@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/segment"
 )
 
 var (
@@ -243,6 +245,87 @@ func TestPowerLossSealedBeforeSuccessor(t *testing.T) {
 	})
 	t.Logf("%d acknowledged records kept, %d file syncs, %d directory syncs checked (sealed segments synced before their successor's entry)",
 		acked, fileSyncs, dirSyncs)
+	t.Log(st.report())
+}
+
+// TestPowerLossBeforeIndexFilesNamed: a roll names the new segment's .log
+// (a directory sync under SyncAlways makes the name durable) and its
+// goroutine names the index files after, beside the appends that follow.
+// The power fails while that goroutine waits, after a few more appends:
+// the disk then holds the new .log (durable) with its index files under
+// their prepared names, and any prefix of the directory operations since
+// the sync. Every acknowledged record must survive, Verify must find the
+// log whole, and no violation of the sealed-before-successor order is
+// seen at any directory sync. Under SyncNone a Sync after the roll covers
+// the records instead.
+func TestPowerLossBeforeIndexFilesNamed(t *testing.T) {
+	var st imageStats
+	var acked, states int
+	for _, policy := range []SyncPolicy{SyncAlways, SyncNone} {
+		powerCases(t, max(*promiseCases/4, 2), func(pc *powerCase) {
+			pc.what = fmt.Sprintf("policy %v", policy)
+			if policy == SyncAlways {
+				pc.d.checkDir = sealedSyncedBeforeSuccessor
+			}
+			opts := powerOptions(policy, pc.d.datasync)
+			l := pc.open(opts)
+			entered, release := blockNaming(pc.t, l)
+			var written uint64
+			appendOne := func() {
+				written = l.Next() + 1
+				if pc.appendAcked(l) {
+					pc.fail("the power failed before the test made it fail")
+				}
+			}
+			// Half of the first segment, then the offer, then the roll.
+			for l.active.End() < l.cfg.SegmentBytes/2+1024 {
+				appendOne()
+			}
+			paWaitOffered(pc.t, l)
+			base := l.active.Base()
+			for l.active.Base() == base {
+				appendOne()
+			}
+			base = l.active.Base()
+			for range pc.rng.IntN(12) {
+				appendOne()
+			}
+			if policy == SyncNone {
+				if err := l.Sync(); err != nil {
+					pc.fail("Sync: %v", err)
+				}
+			}
+			<-entered
+			for _, name := range []string{segment.Name(base, segment.LogSuffix), segment.PreparedPrefix + segment.IndexSuffix, segment.PreparedPrefix + segment.TimeIndexSuffix} {
+				if _, err := os.Stat(filepath.Join(pc.d.dir, name)); err != nil {
+					pc.fail("the state under test: %v", err)
+				}
+			}
+			states++
+			if pc.c%2 == 1 {
+				// Or once the goroutine renamed them, before any
+				// directory sync covered the renames: the images keep
+				// none, one or both.
+				release()
+				if !l.awaitNamed() {
+					pc.fail("closed while naming")
+				}
+				pc.d.crash("after a roll's goroutine named the index files, before a directory sync")
+			} else {
+				pc.d.crash("after a roll, before its goroutine named the index files")
+			}
+			release()
+			if err := l.Close(); err != nil {
+				pc.fail("Close: %v", err)
+			}
+			if v := pc.d.violations; len(v) > 0 {
+				pc.fail("%d violations, the first: %s", len(v), v[0])
+			}
+			pc.images(opts, powerExpect{nextMin: written, nextMax: written, whole: true}, &st)
+			acked += int(written)
+		})
+	}
+	t.Logf("%d crashes before the index files were named, %d acknowledged records kept", states, acked)
 	t.Log(st.report())
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -190,4 +191,131 @@ func TestPreparedSegmentReplaced(t *testing.T) {
 	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
 		t.Fatalf("Verify: %v %+v", err, rep)
 	}
+}
+
+// blockNaming makes the goroutine of the log's next rolls wait before it
+// names the index files of the segment the roll took: entered receives once
+// it waits, and release lets it (and later ones) go. The log is let go and
+// closed when the test ends, failed or not.
+func blockNaming(t *testing.T, l *Log) (entered <-chan struct{}, release func()) {
+	in := make(chan struct{}, 1)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	l.rolls.beforeNaming = func() {
+		select {
+		case in <- struct{}{}:
+		default:
+		}
+		<-gate
+	}
+	t.Cleanup(func() {
+		release()
+		_ = l.Close()
+	})
+	return in, release
+}
+
+// rollOntoPrepared appends 1000-byte records to a log of segBytes segments
+// until the preparer offers a segment, then until the log rolls onto it. It
+// returns the sizes appended and the new segment's base.
+func rollOntoPrepared(t *testing.T, l *Log) ([]int, uint64) {
+	t.Helper()
+	var sizes []int
+	size := func(uint64) int { return 1000 }
+	for l.active.End() < l.cfg.SegmentBytes/2+2000 {
+		sizes = append(sizes, appendN(t, l, 1, size)...)
+	}
+	paWaitOffered(t, l)
+	base := l.active.Base()
+	for l.active.Base() == base {
+		sizes = append(sizes, appendN(t, l, 1, size)...)
+	}
+	return sizes, l.active.Base()
+}
+
+// A roll names only the new segment's .log under the append lock: the
+// appends that follow go on while its index files still have their
+// prepared names, and the roll's goroutine names them after. A crash in
+// between leaves the segment's .log beside prepared index files that hold
+// its entries: an open removes them, rebuilds the index from the log and
+// loses nothing.
+func TestRollAppendsBeforeIndexFilesNamed(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 64 << 10, IndexIntervalBytes: 512}
+	l := mustOpen(t, dir, opts)
+	entered, release := blockNaming(t, l)
+	sizes, base := rollOntoPrepared(t, l)
+	// Past several index entries of the new segment, into the mappings
+	// of its unnamed index files.
+	sizes = append(sizes, appendN(t, l, 20, func(uint64) int { return 1000 })...)
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the roll's goroutine never came to naming the index files")
+	}
+	name := func(suffix string) string { return filepath.Join(dir, segment.Name(base, suffix)) }
+	prepared := func(suffix string) string { return filepath.Join(dir, segment.PreparedPrefix+suffix) }
+	if _, err := os.Stat(name(segment.LogSuffix)); err != nil {
+		t.Fatalf("the new segment's .log is not named: %v", err)
+	}
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		if _, err := os.Stat(name(suffix)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s named before the roll's goroutine named it (%v): the roll renamed it under the append lock", name(suffix), err)
+		}
+		if _, err := os.Stat(prepared(suffix)); err != nil {
+			t.Fatalf("the new segment's %s is not under its prepared name: %v", suffix, err)
+		}
+	}
+	checkAll(t, l, 0, sizes)
+	ro := mustOpenRO(t, dir, Options{})
+	if rep, err := ro.Verify(nil); err != nil || !rep.Healthy() {
+		t.Fatalf("read-only Verify before the index files are named: %v %+v", err, rep)
+	}
+	ro.Close()
+
+	// A crash now: the files as they are.
+	cdir := t.TempDir()
+	crashCopyFiles(t, dir, cdir)
+	c := mustOpen(t, cdir, opts)
+	notes := strings.Join(c.Recovery().Notes, "; ")
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		if _, err := os.Stat(filepath.Join(cdir, segment.PreparedPrefix+suffix)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the open after the crash kept %s (%v)", segment.PreparedPrefix+suffix, err)
+		}
+		if !strings.Contains(notes, segment.PreparedPrefix+suffix) {
+			t.Fatalf("the removal of %s is not in the report: %q", segment.PreparedPrefix+suffix, notes)
+		}
+	}
+	checkAll(t, c, 0, sizes)
+	if rep, err := c.Verify(nil); err != nil || !rep.Healthy() {
+		t.Fatalf("Verify after the crash: %v %+v", err, rep)
+	}
+	if n, err := c.OffsetForTime(time.Now().Add(time.Hour)); err != nil || n != c.Next() {
+		t.Fatalf("OffsetForTime after the crash: %d, %v; want %d", n, err, c.Next())
+	}
+	sizes2 := append(sizes, appendN(t, c, 100, func(uint64) int { return 1000 })...) // rolls again
+	checkAll(t, c, 0, sizes2)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Let the naming go: the files get their names, the next roll goes
+	// on, and the log reopens clean.
+	release()
+	sizes = append(sizes, appendN(t, l, 100, func(uint64) int { return 1000 })...)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {
+		if _, err := os.Stat(name(suffix)); err != nil {
+			t.Fatalf("the index file was never named: %v", err)
+		}
+	}
+	l2 := mustOpen(t, dir, opts)
+	defer l2.Close()
+	if rec := l2.Recovery(); !rec.Clean || len(rec.Notes) > 0 || rec.IndexesRebuilt > 0 {
+		t.Fatalf("the reopen after Close found %+v", rec)
+	}
+	checkAll(t, l2, 0, sizes)
 }

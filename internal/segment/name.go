@@ -49,11 +49,13 @@ func ParseName(name string) (base uint64, suffix string, ok bool) {
 // PreparedPrefix is the name of the files of a prepared segment (see
 // Prepare): "prepared.log", "prepared.index" and "prepared.timeindex". They
 // are not segment files (ParseName refuses them): readers never see them,
-// and a writable open removes them as leftovers.
+// and a writable open removes them as leftovers. The index files of a
+// segment just activated keep these names until NameIndexes (see
+// Activate).
 const PreparedPrefix = "prepared"
 
 func (s *Segment) path(suffix string) string {
-	if s.prepared {
+	if s.prepared || suffix != LogSuffix && s.indexPending.Load() {
 		return filepath.Join(s.cfg.Dir, PreparedPrefix+suffix)
 	}
 	return filepath.Join(s.cfg.Dir, Name(s.base, suffix))

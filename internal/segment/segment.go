@@ -173,6 +173,12 @@ type Segment struct {
 	growMu sync.Mutex
 
 	prepared bool // created by Prepare and not yet activated: named PreparedPrefix
+	// indexPending is set from Activate until NameIndexes: the .log has
+	// its segment's name, the index files still have the prepared ones.
+	// nameMu serializes NameIndexes (the log's background goroutine, or
+	// Seal's own call).
+	indexPending atomic.Bool
+	nameMu       sync.Mutex
 
 	// Recycling (recycle.go): keepSize is the size of a reused .log file,
 	// below which Seal never trims it; recycleAs and recyclePut hand a

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync/atomic"
@@ -176,15 +177,21 @@ func Prepare(cfg *Config) (*Segment, error) {
 	return create(s)
 }
 
-// Activate names the files of a prepared segment after base, the .log
-// first, and makes it an empty active segment at base, as if
-// Create(cfg, base) had made it. The order keeps the rule readers rely on:
-// an index file is never there without its .log (a reader that lists the
-// directory in between sees a segment whose index files are not there yet:
-// empty, as a new segment's are). A crash in between leaves a segment
-// without index files, rebuilt when needed, and prepared index files, which
-// a writable open removes. On error the files keep (or get back) their
-// prepared names: the caller closes the segment and removes them.
+// Activate names the .log file of a prepared segment after base and makes
+// it an empty active segment at base, as if Create(cfg, base) had made it,
+// but for its index files: they keep their prepared names until
+// NameIndexes, which the caller runs after it (the log runs it in the
+// background, off the append path: a roll that renamed all three files
+// held the append lock through three renames). Nothing but the writer
+// uses the index files by name while it appends, so the writer goes on at
+// once. The order keeps the rule readers rely on: an index file is never
+// there without its .log (a reader that lists the directory in between
+// sees a segment whose index files are not there yet, which it treats as
+// a segment without an index: its lookups walk the records). A crash in
+// between leaves a segment without index files, rebuilt when needed, and
+// prepared index files, which a writable open removes. On error the files
+// keep their prepared names: the caller closes the segment and removes
+// them.
 func (s *Segment) Activate(base uint64) error {
 	if !s.prepared {
 		return errors.New("segment: activate: not a prepared segment")
@@ -198,25 +205,48 @@ func (s *Segment) Activate(base uint64) error {
 	if st, err := os.Stat(s.path(LogSuffix)); err != nil || !s.sameFile(st) {
 		return fmt.Errorf("segment: activate: %s is not the prepared file (%v)", s.path(LogSuffix), err)
 	}
-	suffixes := []string{LogSuffix, IndexSuffix, TimeIndexSuffix}
-	for i, suffix := range suffixes {
-		if err := os.Rename(s.path(suffix), named.path(suffix)); err != nil {
-			for _, done := range suffixes[:i] {
-				_ = os.Rename(named.path(done), s.path(done))
-			}
-			return fmt.Errorf("segment: activate: %w", err)
-		}
+	if err := os.Rename(s.path(LogSuffix), named.path(LogSuffix)); err != nil {
+		return fmt.Errorf("segment: activate: %w", err)
 	}
+	s.indexPending.Store(true)
 	s.prepared = false
 	s.base = base
-	// The open files keep the names they were opened with (os.File.Name,
-	// used in errors and by hooks): give them the new ones.
+	// The open file keeps the name it was opened with (os.File.Name,
+	// used in errors and by hooks): give it the new one.
 	s.f = renamed(s.f, s.path(LogSuffix))
-	s.w.idxF = renamed(s.w.idxF, s.path(IndexSuffix))
-	s.w.timF = renamed(s.w.timF, s.path(TimeIndexSuffix))
 	s.publishEnd(0, base)
 	s.w.next, s.w.lastPos = base, -1
 	return nil
+}
+
+// IndexPending reports whether the segment's index files still have their
+// prepared names (see Activate).
+func (s *Segment) IndexPending() bool { return s.indexPending.Load() }
+
+// NameIndexes gives the index files of a segment that Activate named their
+// segment's names, the offset index first. It may run beside appends (the
+// writer uses the index files through their mappings only), but not beside
+// Seal or Close. Seal runs it itself if it has not run. A file that cannot
+// be renamed (removed by hand, say) is reported; the segment goes on with
+// its mapping, and its index is rebuilt from the log at the next open.
+func (s *Segment) NameIndexes() error {
+	s.nameMu.Lock()
+	defer s.nameMu.Unlock()
+	if !s.indexPending.Load() {
+		return nil
+	}
+	var errs []error
+	for _, suffix := range []string{IndexSuffix, TimeIndexSuffix} {
+		if err := os.Rename(s.path(suffix), filepath.Join(s.cfg.Dir, Name(s.base, suffix))); err != nil {
+			errs = append(errs, fmt.Errorf("segment: name index: %w", err))
+		}
+	}
+	s.indexPending.Store(false)
+	if w := s.w; w != nil {
+		w.idxF = renamed(w.idxF, s.path(IndexSuffix))
+		w.timF = renamed(w.timF, s.path(TimeIndexSuffix))
+	}
+	return errors.Join(errs...)
 }
 
 // renamed returns f under a new name: a duplicate of its descriptor, named
@@ -794,6 +824,8 @@ func (s *Segment) joinMapCache() {
 }
 
 func (s *Segment) seal(sync bool) error {
+	// Sealed index files have their segment's names (see Activate).
+	_ = s.NameIndexes()
 	s.popMu.Lock()
 	defer s.popMu.Unlock()
 	w := s.w
