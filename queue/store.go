@@ -809,9 +809,18 @@ func (s *Store) tick() {
 // As for a queue that owns its directory, the segments the head leaves
 // are then dropped one at a time and their files reused, rather than
 // made anew while the tick is pending. Only the queues that asked are
-// checkpointed: their cost follows the heads that moved, not the store's
-// queues.
+// checkpointed.
+//
+// A store of more than earlyQueues queues leaves it to the tick: there
+// the segment is most often held by other queues still, and each early
+// checkpoint would look at every queue for its drop point.
 func (s *Store) checkpointSoon(sq *storeQueue) {
+	s.mu.Lock()
+	many := len(s.byID) > earlyQueues
+	s.mu.Unlock()
+	if many {
+		return
+	}
 	s.tickMu.Lock()
 	if s.stopped {
 		s.tickMu.Unlock()
@@ -832,6 +841,10 @@ func (s *Store) checkpointSoon(sq *storeQueue) {
 	s.tickMu.Unlock()
 	s.earlyTick()
 }
+
+// earlyQueues is the most queues a store may hold for checkpointSoon to
+// bring a checkpoint forward.
+const earlyQueues = 1024
 
 // earlyTick runs the checkpoint checkpointSoon brought forward.
 func (s *Store) earlyTick() {

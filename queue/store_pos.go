@@ -29,6 +29,15 @@ func (l *posList) set(i int, p uint64) {
 }
 
 func (l *posList) push(p uint64) {
+	if k := len(l.chunks); k > 0 {
+		// Room in the last chunk (the common case): the entries are
+		// contiguous, so the next one goes there.
+		if c := &l.chunks[k-1]; len(*c) < cap(*c) {
+			*c = append(*c, p)
+			l.n++
+			return
+		}
+	}
 	i := l.start + l.n
 	if k := i / posChunk; k == len(l.chunks) {
 		c := l.spare
