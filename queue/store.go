@@ -261,7 +261,11 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		s.closeLogs()
 		return nil, err
 	}
+	// Under tickMu: a tick due before AfterFunc returns sets the next
+	// timer, under tickMu, and must find this one set.
+	s.tickMu.Lock()
 	s.timer = s.qopts.Clock.AfterFunc(s.qopts.CheckpointInterval, s.tick)
+	s.tickMu.Unlock()
 	return s, nil
 }
 
