@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +23,52 @@ import (
 //
 // The rate counts the bodies sent; compare it with path=pwrite-record of
 // BenchmarkAppendTail in the same run.
+//
+// kind=queue is a queue that owns its directory (queue.Open); kind=store
+// is the one queue of a Store (queue.OpenStore, Store.Queue) with the same
+// options, in the same run. Target: kind=store within 10% of kind=queue.
 const (
 	steadyTotal = 4 << 30
 	steadyDepth = 4096
 )
 
 func BenchmarkQueueSteady(b *testing.B) {
+	b.Run("kind=queue", func(b *testing.B) { queueSteady(b, openSteadyQueue) })
+	b.Run("kind=store", func(b *testing.B) { queueSteady(b, openSteadyStore) })
+}
+
+// steadyOpener opens the queue of a steady run in dir; it returns the
+// queue, the directory of its message log's segments, and what closes
+// it.
+type steadyOpener func(b *testing.B, dir string) (q *queue.Queue, segDir string, close func())
+
+func openSteadyQueue(b *testing.B, dir string) (*queue.Queue, string, func()) {
+	q, err := queue.Open(dir, queue.Options{
+		Log:                engine.Options{SegmentBytes: 64 << 20},
+		CheckpointInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q, dir, func() { _ = q.Close() }
+}
+
+func openSteadyStore(b *testing.B, dir string) (*queue.Queue, string, func()) {
+	s, err := queue.OpenStore(dir, queue.StoreOptions{
+		Log:                engine.Options{SegmentBytes: 64 << 20},
+		CheckpointInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := s.Queue("steady")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return q, filepath.Join(dir, "messages"), func() { _ = s.Close() }
+}
+
+func queueSteady(b *testing.B, open steadyOpener) {
 	body := make([]byte, tailRecord)
 	n := steadyTotal / tailRecord
 	sends := make(latencies, 0, n*b.N)
@@ -40,13 +81,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		dir := freshDir(b, "steady-")
-		q, err := queue.Open(dir, queue.Options{
-			Log:                engine.Options{SegmentBytes: 64 << 20},
-			CheckpointInterval: 100 * time.Millisecond,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
+		q, segDir, closeQueue := open(b, dir)
 		before := readVMStat()
 		b.StartTimer()
 		start := time.Now()
@@ -69,7 +104,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 			}
 			takes = append(takes, t.Elapsed())
 			if i%(1<<16) == 0 {
-				maxSegs = max(maxSegs, countSegments(b, dir))
+				maxSegs = max(maxSegs, countSegments(b, segDir))
 			}
 		}
 		wall += time.Since(start)
@@ -78,7 +113,7 @@ func BenchmarkQueueSteady(b *testing.B) {
 		recycled += st.Recycled
 		rolled += uint64(steadyTotal / (64 << 20))
 		vm.add(before, readVMStat())
-		_ = q.Close()
+		closeQueue()
 		_ = os.RemoveAll(dir)
 		b.StartTimer()
 	}

@@ -26,10 +26,8 @@ func (l *Log) AppendWith(body []byte, attrs *Attrs) (uint64, error) {
 	if len(body) > l.maxBody {
 		return 0, fmt.Errorf("%w: body of %d bytes, limit %d", ErrTooLarge, len(body), l.maxBody)
 	}
-	if attrs != nil && !attrs.Empty() {
-		if err := attrs.Validate(); err != nil {
-			return 0, err
-		}
+	if err := attrs.Validate(); err != nil { // nil and empty attrs are valid
+		return 0, err
 	}
 	size := record.Size(len(body), attrs)
 	l.mu.Lock()
@@ -65,7 +63,7 @@ func (l *Log) appendLocked(size int, attrs *Attrs, body []byte) (uint64, error) 
 			return 0, err
 		}
 	}
-	off, _, err := s.Append(attrs, body)
+	off, _, err := s.AppendSized(attrs, body, size)
 	if err != nil {
 		return 0, err
 	}

@@ -392,3 +392,24 @@ func (l *Log) OffsetForTime(t time.Time) (uint64, error) {
 func (r Record) InQueue(id uint32, off uint64) bool {
 	return r.section != nil && record.SectionNamesQueue(r.section, id, off)
 }
+
+// ForQueue is InQueue for a Store's queue that hands the record on: it
+// reports whether the record's `queue` attribute names queue id and
+// offset off, and when it does it makes r the record as the queue's own
+// log would hold it: offset off, and no attributes section when the
+// queue attribute is the only entry there, so that Attrs then parses
+// nothing (the queue reads the attributes of every record it hands out).
+func (r *Record) ForQueue(id uint32, off uint64) bool {
+	if r.section == nil {
+		return false
+	}
+	names, only := record.SectionQueue(r.section, id, off)
+	if !names {
+		return false
+	}
+	if only {
+		r.section = nil
+	}
+	r.Offset = off
+	return true
+}

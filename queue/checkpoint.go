@@ -234,6 +234,12 @@ func (q *Queue) settleDrop() {
 // checkpointEarly runs the next checkpoint now, or as soon as an eighth of
 // CheckpointInterval has passed since the last one.
 func (q *Queue) checkpointEarly() {
+	if q.st != nil {
+		// A queue of a store has no timer of its own: the store
+		// brings its checkpoint forward.
+		q.st.s.checkpointSoon(q.st.sq)
+		return
+	}
 	q.ck.mu.Lock()
 	defer q.ck.mu.Unlock()
 	if q.ck.stopped || q.ck.timer == nil || !q.ck.timer.Stop() {

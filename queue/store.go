@@ -52,9 +52,16 @@ type Store struct {
 	ckErr     atomic.Pointer[error]
 
 	recovery StoreRecovery
-	tickMu   sync.Mutex // guards timer and stopped
+	tickMu   sync.Mutex // guards timer, stopped and the early fields
 	timer    Timer
 	stopped  bool
+
+	// A checkpoint brought forward (see checkpointSoon): the queues
+	// that asked for it, whether one is armed or running, its timer.
+	early      []*storeQueue
+	earlyArmed bool
+	earlyTimer Timer
+	lastCk     atomic.Int64 // the clock's UnixNano at the last checkpoint's start
 }
 
 // StoreOptions configure a Store. Zero fields mean the defaults.
@@ -254,7 +261,11 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		s.closeLogs()
 		return nil, err
 	}
+	// Under tickMu: a tick due before AfterFunc returns sets the next
+	// timer, under tickMu, and must find this one set.
+	s.tickMu.Lock()
 	s.timer = s.qopts.Clock.AfterFunc(s.qopts.CheckpointInterval, s.tick)
+	s.tickMu.Unlock()
 	return s, nil
 }
 
@@ -794,6 +805,62 @@ func (s *Store) tick() {
 	s.tickMu.Unlock()
 }
 
+// checkpointSoon brings forward the checkpoint of sq, whose head left the
+// oldest segment of the message log it reaches into (Queue.noteHead): the
+// store checkpoints the queues that asked and removes the shared segments
+// no queue needs any more now, or once an eighth of CheckpointInterval
+// has passed since the last checkpoint, rather than at the next tick.
+// As for a queue that owns its directory, the segments the head leaves
+// are then dropped one at a time and their files reused, rather than
+// made anew while the tick is pending. Only the queues that asked are
+// checkpointed.
+//
+// A store of more than earlyQueues queues leaves it to the tick: there
+// the segment is most often held by other queues still, and each early
+// checkpoint would look at every queue for its drop point.
+func (s *Store) checkpointSoon(sq *storeQueue) {
+	s.mu.Lock()
+	many := len(s.byID) > earlyQueues
+	s.mu.Unlock()
+	if many {
+		return
+	}
+	s.tickMu.Lock()
+	if s.stopped {
+		s.tickMu.Unlock()
+		return
+	}
+	s.early = append(s.early, sq)
+	if s.earlyArmed {
+		s.tickMu.Unlock()
+		return
+	}
+	s.earlyArmed = true
+	due := s.lastCk.Load() + int64(s.qopts.CheckpointInterval/8)
+	if wait := due - s.qopts.Clock.Now().UnixNano(); wait > 0 {
+		s.earlyTimer = s.qopts.Clock.AfterFunc(time.Duration(wait), s.earlyTick)
+		s.tickMu.Unlock()
+		return
+	}
+	s.tickMu.Unlock()
+	s.earlyTick()
+}
+
+// earlyQueues is the most queues a store may hold for checkpointSoon to
+// bring a checkpoint forward.
+const earlyQueues = 1024
+
+// earlyTick runs the checkpoint checkpointSoon brought forward.
+func (s *Store) earlyTick() {
+	s.tickMu.Lock()
+	qs, stopped := s.early, s.stopped
+	s.early, s.earlyArmed, s.earlyTimer = nil, false, nil
+	s.tickMu.Unlock()
+	if !stopped && len(qs) > 0 {
+		s.noteCheckpoint(s.checkpointOf(qs))
+	}
+}
+
 func (s *Store) noteCheckpoint(err error) {
 	if err == nil {
 		s.ckErr.Store(nil)
@@ -807,15 +874,29 @@ func (s *Store) noteCheckpoint(err error) {
 // into any more. A queue that holds the oldest segment of a shared log
 // with more segments than MaxHeldSegments allows is opened, so that its
 // checkpoint moves its few live messages out of it.
-func (s *Store) checkpoint() error {
+func (s *Store) checkpoint() error { return s.checkpointOf(nil) }
+
+// checkpointOf is checkpoint, of the queues only when only is not nil (a
+// checkpoint brought forward: see checkpointSoon).
+func (s *Store) checkpointOf(only []*storeQueue) error {
 	s.ckMu.Lock()
 	defer s.ckMu.Unlock()
+	s.lastCk.Store(s.qopts.Clock.Now().UnixNano())
 	errs := s.openHolders(s.holders())
 	s.mu.Lock()
 	var open []queueOf
-	for _, sq := range s.byID {
-		if sq.q != nil && (sq.keep || sq.dirty.Load() || s.holds(sq)) {
-			open = append(open, queueOf{sq, sq.q}) // sq.q is set under s.mu
+	if only != nil {
+		for _, sq := range only {
+			// A queue deleted or closed since it asked is left alone.
+			if sq.q != nil && s.byID[sq.id] == sq {
+				open = append(open, queueOf{sq, sq.q})
+			}
+		}
+	} else {
+		for _, sq := range s.byID {
+			if sq.q != nil && (sq.keep || sq.dirty.Load() || s.holds(sq)) {
+				open = append(open, queueOf{sq, sq.q}) // sq.q is set under s.mu
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -1170,6 +1251,10 @@ func (s *Store) Close() error {
 	s.tickMu.Lock()
 	s.stopped = true
 	s.timer.Stop()
+	if s.earlyTimer != nil {
+		s.earlyTimer.Stop()
+	}
+	s.early = nil
 	s.tickMu.Unlock()
 	var errs []error
 	for _, q := range open {

@@ -1,5 +1,7 @@
 package queue
 
+import "sync"
+
 // posList is a store view's map from its offsets to shared-log
 // positions: a queue of uint64 in chunks of posChunk entries. Appends
 // fill the last chunk and add a new one when it is full; dropping from
@@ -12,9 +14,17 @@ type posList struct {
 	start  int
 	n      int
 	spare  []uint64 // a freed chunk kept for the next (no allocation while the head follows the end)
+	busy   bool     // a full chunk was let go: new chunks come full-size (spare, posChunks)
 }
 
 const posChunk = 512
+
+// posChunks holds the full chunks the views' heads have left, for the
+// views' next chunks: a queue whose head follows its end reuses them and
+// allocates nothing (each allocation brings the collector's next cycle
+// closer, and its cycles show in the queue's tail latency). The pool
+// keeps none through two collections, so nothing stays pinned.
+var posChunks = sync.Pool{New: func() any { return new([posChunk]uint64) }}
 
 func (l *posList) len() int { return l.n }
 
@@ -29,11 +39,24 @@ func (l *posList) set(i int, p uint64) {
 }
 
 func (l *posList) push(p uint64) {
+	if k := len(l.chunks); k > 0 {
+		// Room in the last chunk (the common case): the entries are
+		// contiguous, so the next one goes there.
+		if c := &l.chunks[k-1]; len(*c) < cap(*c) {
+			*c = append(*c, p)
+			l.n++
+			return
+		}
+	}
 	i := l.start + l.n
 	if k := i / posChunk; k == len(l.chunks) {
 		c := l.spare
 		l.spare = nil
-		if c == nil {
+		switch {
+		case c != nil:
+		case l.busy || len(l.chunks) > 0:
+			c = posChunks.Get().(*[posChunk]uint64)[:0]
+		default:
 			// The first chunk of a view starts small: most queues
 			// hold a few records.
 			c = make([]uint64, 0, min(posChunk, max(4, 2*l.n)))
@@ -55,20 +78,34 @@ func (l *posList) dropFront(k int) {
 	k = min(k, l.n)
 	l.start += k
 	l.n -= k
-	for l.start >= posChunk || l.n == 0 && len(l.chunks) > 0 {
-		if cap(l.chunks[0]) == posChunk {
-			l.spare = l.chunks[0]
+	d := 0 // chunks let go
+	for l.start >= posChunk || l.n == 0 && d < len(l.chunks) {
+		if c := l.chunks[d]; cap(c) == posChunk {
+			l.busy = true
+			if l.spare == nil {
+				l.spare = c[:0]
+			} else {
+				posChunks.Put((*[posChunk]uint64)(c[:posChunk]))
+			}
 		}
-		l.chunks[0] = nil
-		l.chunks = l.chunks[1:]
+		d++
 		l.start = max(0, l.start-posChunk)
 		if l.n == 0 {
 			l.start = 0
 		}
 	}
-	if len(l.chunks) == 0 {
-		l.chunks = nil
+	if d == 0 {
+		return
 	}
+	if d == len(l.chunks) {
+		l.chunks = nil
+		return
+	}
+	// The chunks left move to the front, so that the list's appends
+	// reuse its array rather than grow a new one.
+	left := copy(l.chunks, l.chunks[d:])
+	clear(l.chunks[left:])
+	l.chunks = l.chunks[:left]
 }
 
 // clear forgets every entry and the memory.

@@ -390,3 +390,43 @@ func TestStoreHeadsCompactionKeepsEveryQueuesNewestHead(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreDropsSegmentsTheHeadLeavesBeforeTheTick: a queue of a store
+// whose head leaves the oldest segment of the message log has that
+// segment dropped within an eighth of CheckpointInterval, as a queue that
+// owns its directory has, rather than at the store's next tick: a busy
+// queue keeps a few segments (and reuses their files), not a tick's
+// worth of new ones.
+func TestStoreDropsSegmentsTheHeadLeavesBeforeTheTick(t *testing.T) {
+	clock := NewManualClock(time.Unix(1_000_000, 0))
+	const interval = time.Hour
+	s := openTestStore(t, t.TempDir(), StoreOptions{
+		Log:                engine.Options{SegmentBytes: 64 << 10, Sync: engine.SyncNone},
+		CheckpointInterval: interval,
+		Clock:              clock,
+	})
+	defer s.Close()
+	q := mustQueue(t, s, "busy")
+	body := make([]byte, 1000)
+	// Six rounds of about a segment and a half each, the clock moved an
+	// eighth of the interval after each: the store's tick (at the full
+	// interval) never comes.
+	for round := range 6 {
+		for range 100 {
+			if _, err := q.Send(body); err != nil {
+				t.Fatal(err)
+			}
+			m, ok, err := q.TryReceive()
+			if err != nil || !ok {
+				t.Fatalf("round %d: receive: %v, %v", round, ok, err)
+			}
+			if err := q.Delete(m.Offset); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(interval/8 + time.Second)
+		waitFor(t, fmt.Sprintf("round %d: the segments behind the head dropped", round), func() bool {
+			return s.Stats().Log.Segments <= 3
+		})
+	}
+}

@@ -46,10 +46,12 @@ type storeView struct {
 	id    uint32
 	dirty *atomic.Bool // set by each append: the queue's head may move
 
-	mu     sync.Mutex
-	first  uint64       // the queue offset of pos entry 0
-	pos    posList      // shared-log positions of [first, first+pos.len())
-	attrs  engine.Attrs // an append's attributes, under mu (no allocation per append)
+	mu    sync.Mutex
+	first uint64  // the queue offset of pos entry 0
+	pos   posList // shared-log positions of [first, first+pos.len())
+	// attrs are an append's attributes, under mu (no allocation per
+	// append): between appends, the queue attribute's id alone.
+	attrs  engine.Attrs
 	closed bool
 
 	// first and its end, for First and Next without the lock; set with
@@ -65,7 +67,7 @@ func (v *storeView) publish() {
 }
 
 func newStoreView(sh *sharedLog, id uint32, dirty *atomic.Bool) *storeView {
-	return &storeView{sh: sh, id: id, dirty: dirty}
+	return &storeView{sh: sh, id: id, dirty: dirty, attrs: engine.Attrs{HasQueue: true, Queue: id}}
 }
 
 // reopen lets a view closed with its Queue take appends again, for the
@@ -132,6 +134,15 @@ func (v *storeView) add(p uint64) {
 	v.nextA.Store(v.first + uint64(v.pos.len()))
 }
 
+// noteAppend marks the queue changed for the store's next checkpoint.
+// The flag is read first: it is most often set already, and a load costs
+// less than a store, which is a locked exchange on amd64.
+func (v *storeView) noteAppend() {
+	if !v.dirty.Load() {
+		v.dirty.Store(true)
+	}
+}
+
 func (v *storeView) First() uint64 { return v.firstA.Load() }
 
 func (v *storeView) Next() uint64 { return v.nextA.Load() }
@@ -166,11 +177,12 @@ func (v *storeView) Read(off uint64) (engine.Record, error) {
 		r.Release()
 		return engine.Record{Offset: off}, fmt.Errorf("queue %d offset %d: %w", v.id, off, err)
 	}
-	if !r.InQueue(v.id, off) {
+	// The record as the queue's own log would hold it: the queue
+	// attribute, checked here, is no attribute of the message.
+	if !r.ForQueue(v.id, off) {
 		r.Release()
 		return engine.Record{Offset: off}, fmt.Errorf("%w: record %d of the store's log is not offset %d of queue %d", engine.ErrCorrupt, p, off, v.id)
 	}
-	r.Offset = off
 	return r, nil
 }
 
@@ -251,17 +263,19 @@ func (v *storeView) AppendWith(body []byte, attrs *engine.Attrs) (uint64, error)
 		return 0, fmt.Errorf("queue %d: %w", v.id, engine.ErrClosed)
 	}
 	a := &v.attrs
-	*a = engine.Attrs{}
 	if attrs != nil {
 		*a = *attrs
+		a.HasQueue, a.Queue = true, v.id
 	}
 	off := v.first + uint64(v.pos.len())
-	a.HasQueue, a.Queue, a.QueueOffset = true, v.id, off
+	a.QueueOffset = off
 	p, err := v.sh.l.AppendWith(body, a)
-	*a = engine.Attrs{} // keeps no reference to the caller's ids
+	if attrs != nil {
+		*a = engine.Attrs{HasQueue: true, Queue: v.id} // keeps no reference to the caller's ids
+	}
 	if err == nil {
 		v.add(p)
-		v.dirty.Store(true)
+		v.noteAppend()
 	}
 	v.mu.Unlock()
 	if err != nil {
@@ -299,7 +313,7 @@ func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64,
 		v.add(p + uint64(i))
 	}
 	if n > 0 {
-		v.dirty.Store(true)
+		v.noteAppend()
 	}
 	v.mu.Unlock()
 	if n > 0 && v.sh.wait {
@@ -376,8 +390,10 @@ func (v *storeView) WaitDurable(ctx context.Context, off uint64) error {
 // that holds its first record: the head must reach it for that segment
 // to be free of this queue.
 func (v *storeView) DropPoint() (uint64, bool) {
-	b0, b1, ok := v.oldestSegment()
-	_ = b0
+	if _, _, _, n := v.sh.l.SegmentOf(0); n < 2 {
+		return 0, false // see oldestSegment
+	}
+	_, b1, ok := v.oldestSegment()
 	return b1, ok
 }
 
@@ -398,15 +414,19 @@ func (v *storeView) DropBefore(off uint64) (int, error) {
 
 // low returns the shared position of the view's first record, ok false
 // when it holds none.
-func (v *storeView) low() (uint64, bool) {
+func (v *storeView) low() (p uint64, ok bool) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	for i := range v.pos.len() {
-		if p := v.pos.at(i); p&holeBit == 0 {
-			return p, true
+		if p = v.pos.at(i); p&holeBit == 0 {
+			ok = true
+			break
 		}
 	}
-	return 0, false
+	v.mu.Unlock()
+	if !ok {
+		return 0, false
+	}
+	return p, true
 }
 
 func (v *storeView) ReleaseSpares() int        { return 0 }
@@ -428,6 +448,11 @@ func (v *storeView) segmentOfFirst() (base, end uint64, i, n int) {
 // oldestSegment returns the offsets of the view's records that begin
 // the shared segment holding its first record and the one after it.
 func (v *storeView) oldestSegment() (b0, b1 uint64, ok bool) {
+	if _, _, _, n := v.sh.l.SegmentOf(0); n < 2 {
+		// One segment: nothing to drop (the common case of a queue whose
+		// head follows its end, asked at each delete), without the lock.
+		return 0, 0, false
+	}
 	_, end, i, n := v.segmentOfFirst()
 	if n-i < 2 {
 		return 0, 0, false

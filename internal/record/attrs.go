@@ -82,10 +82,10 @@ func (a *Attrs) Validate() error {
 // SectionSize returns the bytes of the whole section including its 2-byte
 // length, 0 when a is Empty.
 func (a *Attrs) SectionSize() int {
-	if a.Empty() {
+	if a == nil {
 		return 0
 	}
-	n := SectionLenSize
+	n := 0 // the entries; the length field is added when there is one
 	if a.HasDue {
 		n += EntryHeaderSize + DueSize
 	}
@@ -107,7 +107,10 @@ func (a *Attrs) SectionSize() int {
 	if a.HasQueue {
 		n += EntryHeaderSize + QueueSize
 	}
-	return n
+	if n == 0 {
+		return 0 // Empty
+	}
+	return SectionLenSize + n
 }
 
 // AppendSection appends the attributes section of a (2-byte L, then the
@@ -128,10 +131,19 @@ func AppendSection(dst []byte, a *Attrs) []byte {
 	return dst
 }
 
-// putSection writes the section of a valid, non-empty a into
-// b[:a.SectionSize()].
+// putSection writes the section of a valid, non-empty a into b, of
+// exactly a.SectionSize() bytes.
 func putSection(b []byte, a *Attrs) {
-	binary.BigEndian.PutUint16(b, uint16(a.SectionSize()-SectionLenSize))
+	if len(b) == queueOnlySection && a.HasQueue {
+		// The queue attribute alone (it takes the whole section): every
+		// record of a Store's queue with no other attribute.
+		binary.BigEndian.PutUint16(b, queueOnlySection-SectionLenSize)
+		b[SectionLenSize], b[SectionLenSize+1] = KeyQueue, QueueSize
+		binary.BigEndian.PutUint32(b[SectionLenSize+EntryHeaderSize:], a.Queue)
+		binary.BigEndian.PutUint64(b[SectionLenSize+EntryHeaderSize+4:], a.QueueOffset)
+		return
+	}
+	binary.BigEndian.PutUint16(b, uint16(len(b)-SectionLenSize)) // b is SectionSize bytes
 	p := SectionLenSize
 	if a.HasDue {
 		p = putFixed(b, p, KeyDue, DueSize)
@@ -262,8 +274,23 @@ func (a *Attrs) set(key byte, v []byte) error {
 
 // checkSection verifies a section without keeping the result.
 func checkSection(section []byte) error {
+	if isQueueOnly(section) {
+		return nil // the section of every record of a Store's queue with no other attribute
+	}
 	_, err := ParseSection(section)
 	return err
+}
+
+// queueOnlySection is the length of a section that holds the queue
+// attribute alone.
+const queueOnlySection = SectionLenSize + EntryHeaderSize + QueueSize
+
+// isQueueOnly reports whether section is a valid section holding the
+// queue attribute alone (ParseSection accepts it), without parsing it.
+func isQueueOnly(section []byte) bool {
+	return len(section) == queueOnlySection &&
+		binary.BigEndian.Uint16(section) == queueOnlySection-SectionLenSize &&
+		section[SectionLenSize] == KeyQueue && section[SectionLenSize+1] == QueueSize
 }
 
 // SectionNamesQueue reports whether an attributes section (its 2-byte
@@ -275,14 +302,23 @@ func checkSection(section []byte) error {
 // parsed only when it is not (a section with keys above 7, or none). It
 // does not allocate.
 func SectionNamesQueue(section []byte, id uint32, off uint64) bool {
+	names, _ := SectionQueue(section, id, off)
+	return names
+}
+
+// SectionQueue is SectionNamesQueue that also reports whether the queue
+// attribute is all the section holds (only; a section this version
+// writes for a Store's queue with no other attribute).
+func SectionQueue(section []byte, id uint32, off uint64) (names, only bool) {
 	const entry = EntryHeaderSize + QueueSize
 	if n := len(section); n >= SectionLenSize+entry && int(binary.BigEndian.Uint16(section)) == n-SectionLenSize {
 		e := section[n-entry:]
 		if e[0] == KeyQueue && e[1] == QueueSize &&
 			binary.BigEndian.Uint32(e[2:]) == id && binary.BigEndian.Uint64(e[6:]) == off {
-			return true
+			// One entry long: the queue's alone (two take more).
+			return true, n == queueOnlySection
 		}
 	}
 	a, err := ParseSection(section)
-	return err == nil && a.HasQueue && a.Queue == id && a.QueueOffset == off
+	return err == nil && a.HasQueue && a.Queue == id && a.QueueOffset == off, false
 }

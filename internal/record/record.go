@@ -89,6 +89,32 @@ func Encode(dst []byte, id uint64, a *Attrs, body []byte) (int, error) {
 	return n, nil
 }
 
+// EncodeSized is Encode into rec of exactly Size(len(body), a) bytes, for
+// a writer that has sized the record: the attributes section's size is
+// what rec leaves beside the header and the body, not worked out again.
+func EncodeSized(rec []byte, id uint64, a *Attrs, body []byte) (int, error) {
+	if err := a.Validate(); err != nil {
+		return 0, err
+	}
+	sec := len(rec) - HeaderSize - len(body)
+	if sec < 0 || sec > 0 && a == nil {
+		return 0, io.ErrShortBuffer
+	}
+	if uint64(len(rec)-4) > LengthMask {
+		return 0, ErrTooLarge
+	}
+	length := uint32(len(rec) - 4)
+	if sec > 0 {
+		length |= AttrFlag
+		putSection(rec[HeaderSize:HeaderSize+sec], a)
+	}
+	copy(rec[HeaderSize+sec:], body)
+	binary.BigEndian.PutUint32(rec[lengthOff:], length)
+	binary.BigEndian.PutUint64(rec[idOff:], id)
+	binary.BigEndian.PutUint32(rec[checksumOff:], crc32.Checksum(rec[idOff:], Table))
+	return len(rec), nil
+}
+
 // Append appends an encoded record to dst and returns the extended slice.
 // It is a convenience for tests and tools; it panics where Encode would
 // return an error (invalid attributes, record too large).

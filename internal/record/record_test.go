@@ -371,3 +371,36 @@ func TestAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEncodeSizedMatchesEncode: EncodeSized writes the bytes Encode
+// writes, for records without attributes, with the queue attribute alone
+// (its section written by a shortcut) and with every attribute.
+func TestEncodeSizedMatchesEncode(t *testing.T) {
+	body := []byte("a body")
+	for name, a := range map[string]*Attrs{
+		"none":       nil,
+		"queue only": {HasQueue: true, Queue: 7, QueueOffset: 1 << 40},
+		"all": {HasDue: true, Due: 5, Group: []byte("g"), Dedup: []byte("d"), HasOrigin: true, Origin: 9,
+			HasReceives: true, Receives: 3, HasMoved: true, Moved: 11, HasQueue: true, Queue: 7, QueueOffset: 12},
+	} {
+		n := Size(len(body), a)
+		want := make([]byte, n)
+		if _, err := Encode(want, 42, a, body); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, n)
+		if k, err := EncodeSized(got, 42, a, body); err != nil || k != n {
+			t.Fatalf("%s: EncodeSized = %d, %v; want %d", name, k, err, n)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: EncodeSized wrote %x, Encode %x", name, got, want)
+		}
+		v, err := Decode(got, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got, err := v.Attrs(); err != nil || a != nil && (got.HasQueue != a.HasQueue || got.QueueOffset != a.QueueOffset) {
+			t.Fatalf("%s: attrs %+v, %v", name, got, err)
+		}
+	}
+}

@@ -540,9 +540,15 @@ func (s *Segment) AppendBatch(attrs []*record.Attrs, bodies [][]byte, sizes []in
 // it. The caller checked Room and serializes appends. It returns the
 // record's position.
 func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error) {
+	return s.AppendSized(attrs, body, record.Size(len(body), attrs))
+}
+
+// AppendSized is Append of a record whose size the caller has worked out
+// (record.Size(len(body), attrs)).
+func (s *Segment) AppendSized(attrs *record.Attrs, body []byte, size int) (uint64, int64, error) {
 	w := s.w
 	id, pos := w.next, w.pos
-	n, err := s.put(id, pos, attrs, body)
+	n, err := s.put(id, pos, size, attrs, body)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -558,12 +564,11 @@ func (s *Segment) Append(attrs *record.Attrs, body []byte) (uint64, int64, error
 	return id, pos, nil
 }
 
-// put writes the record at pos: through the writable mapping, or with one
+// put writes the record at pos, of size bytes (record.Size): through the writable mapping, or with one
 // pwrite under WriteThrough. Either way the bytes are in the page cache, and
 // so in the readers' mapping, when it returns.
-func (s *Segment) put(id uint64, pos int64, attrs *record.Attrs, body []byte) (int, error) {
+func (s *Segment) put(id uint64, pos int64, size int, attrs *record.Attrs, body []byte) (int, error) {
 	w := s.w
-	size := record.Size(len(body), attrs)
 	if end := pos + int64(size); end > w.alloc.Load() {
 		if end > w.capacity {
 			return 0, io.ErrShortBuffer
@@ -573,12 +578,12 @@ func (s *Segment) put(id uint64, pos int64, attrs *record.Attrs, body []byte) (i
 		}
 	}
 	if !s.cfg.WriteThrough {
-		return record.Encode(s.rw[pos:pos+int64(size)], id, attrs, body)
+		return record.EncodeSized(s.rw[pos:pos+int64(size)], id, attrs, body)
 	}
 	if cap(w.buf) < size {
 		w.buf = make([]byte, size)
 	}
-	n, err := record.Encode(w.buf[:size], id, attrs, body)
+	n, err := record.EncodeSized(w.buf[:size], id, attrs, body)
 	if err != nil {
 		return 0, err
 	}
