@@ -70,6 +70,11 @@ fi
 build() {
 	local side=$1 dir=$2 pkg
 	for pkg in ./bench ./queue; do
+		if [ "$pkg" = ./queue ] && ! [ -d "$dir/queue" ]; then
+			# Before queue/ had its own package (ce35f90 and earlier),
+			# the queue and its benchmarks lived in the engine.
+			pkg=./engine
+		fi
 		if ! (cd "$dir" && $GO test -c -o "$tmp/$side-${pkg#./}.test" "$pkg") >"$tmp/$side-${pkg#./}.build" 2>&1; then
 			echo "bench-compare: $pkg does not build at $side; its benchmarks are skipped there:" >&2
 			tail -5 "$tmp/$side-${pkg#./}.build" >&2
@@ -104,6 +109,7 @@ run() {
 	for g in "${groups[@]}"; do
 		IFS=';' read -r name pkg pat bt <<<"$g"
 		bin=$tmp/$side-${pkg#./}.test
+		[ "$pkg" = ./queue ] && ! [ -x "$bin" ] && bin=$tmp/$side-engine.test
 		[ -x "$bin" ] || continue
 		# Run from the package's directory, as go test does; a pattern
 		# that matches nothing at this revision prints no result lines.
