@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 60s
 BIN      := bin/pagelog
 
-.PHONY: all build run test unit fmt-check vet deps race bench bench-peers fuzz fuzz-smoke crash-long clean
+.PHONY: all build run test unit fmt-check vet deps race bench bench-peers bench-compare fuzz fuzz-smoke crash-long clean
 
 all: build
 
@@ -72,6 +72,20 @@ bench-peers:
 	mkdir -p bench/results
 	$(GO) build -C bench/peers -o $(CURDIR)/bin/peerbench ./cmd/peerbench
 	./bin/peerbench --out bench/results $(PEERFLAGS)
+
+# Two builds compared: `make bench-compare BASE=<rev>` builds BASE (a
+# detached worktree in a temporary directory) and the current tree (or
+# HEAD=<rev>), runs the core benchmarks (append, append tail, read, read
+# beside a writer, queue cycle, queue steady state, and the copy+CRC floor
+# of the read) on both, interleaved over ROUNDS rounds (default 6), and
+# prints benchstat's comparison. SHORT=1 leaves out the 1 GiB tail and the
+# 4 GiB steady state (a few minutes: CI's report-only run). See
+# scripts/bench-compare.sh.
+ROUNDS ?= 6
+bench-compare: $(BENCHSTAT)
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<rev> [HEAD=<rev>] [ROUNDS=6] [SHORT=1]"; exit 2; }
+	BASE="$(BASE)" HEAD="$(HEAD)" ROUNDS="$(ROUNDS)" SHORT="$(SHORT)" BENCHSTAT=$(CURDIR)/$(BENCHSTAT) \
+		GO="$(GO)" bash scripts/bench-compare.sh
 
 # The fuzz targets of fuzz/ (seed corpora in fuzz/testdata/fuzz, replayed by
 # `make test`): `make fuzz` runs each for FUZZTIME, one after another;

@@ -23,16 +23,19 @@ type Record struct {
 	Offset  uint64
 	Body    []byte
 	section []byte
+	seg     *segment.Segment
 	hold    *hold
 	gen     uint64
 }
 
-// hold is a Record's claim on its segment: one reference, given back by
-// the first Release of the Record or of any copy of it. Holds are reused;
-// gen tells a hold's owners apart, so that a Release by a stale copy finds
-// another generation and does nothing.
+// hold makes a Record's claim on its segment (one reference) given back
+// once: by the first Release of the Record or of any copy of it. Holds are
+// reused; gen tells a hold's owners apart, so that a Release by a stale
+// copy finds another generation and does nothing. The segment itself
+// travels in the Record: a hold is written once per claim (the CAS of its
+// first Release), not also when it is taken and given back, which kept
+// two more atomic exchanges on every verified read.
 type hold struct {
-	seg atomic.Pointer[segment.Segment]
 	gen atomic.Uint64
 }
 
@@ -53,14 +56,10 @@ func (r Record) Attrs() (Attrs, error) {
 // mapping: holding either keeps both bodies valid.
 func (r Record) Segment() (uint64, bool) {
 	h := r.hold
-	if h == nil || h.gen.Load() != r.gen {
+	if h == nil || r.seg == nil || h.gen.Load() != r.gen {
 		return 0, false
 	}
-	s := h.seg.Load()
-	if s == nil {
-		return 0, false
-	}
-	return s.Base(), true
+	return r.seg.Base(), true
 }
 
 // Release gives the record's segment reference back. Call it once for
@@ -72,9 +71,8 @@ func (r Record) Release() {
 	if h == nil || !h.gen.CompareAndSwap(r.gen, r.gen+1) {
 		return
 	}
-	s := h.seg.Swap(nil)
 	holds.Put(h)
-	s.Release()
+	r.seg.Release()
 }
 
 // Read returns the record at offset, verified (checksum and id), without
@@ -94,9 +92,8 @@ func (l *Log) Read(offset uint64) (Record, error) {
 		return Record{}, err
 	}
 	h := holds.Get().(*hold)
-	h.seg.Store(s)
 	s.NoteRead()
-	return Record{Offset: offset, Body: v.Body, section: v.Section, hold: h, gen: h.gen.Load()}, nil
+	return Record{Offset: offset, Body: v.Body, section: v.Section, seg: s, hold: h, gen: h.gen.Load()}, nil
 }
 
 // acquire finds the segment that holds offset and takes a reference on it.

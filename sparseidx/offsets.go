@@ -42,26 +42,47 @@ func (x Offsets) Put(i int, rel, pos uint32) error {
 	return nil
 }
 
-// rel returns the relative offset of entry i, which must be in [0, Cap()).
-func (x Offsets) rel(i int) uint32 {
-	return binary.BigEndian.Uint32(x.Buf[i*OffsetEntrySize : i*OffsetEntrySize+4])
-}
-
 // Floor returns the greatest entry among the first n whose rel <= target,
-// found with warmsearch over the warm last WarmEntries(8) entries first. It
-// returns ok == false, i == -1 and zero rel and pos when no entry has
-// rel <= target (n <= 0 included): the caller then starts at position 0.
+// found with warmsearch's order over the warm last WarmEntries(8) entries
+// first. It returns ok == false, i == -1 and zero rel and pos when no entry
+// has rel <= target (n <= 0 included): the caller then starts at position 0.
 // An n above Cap() is treated as Cap().
+//
+// It is warmsearch.Search written out for this one layout, without a
+// function value per probe: every verified Read does one, and the calls
+// were a fifth of a recent read's instructions.
 func (x Offsets) Floor(n int, target uint32) (i int, rel, pos uint32, ok bool) {
 	n = clamp(n, x.Cap())
-	j := warmsearch.Search(n, warmsearch.WarmEntries(OffsetEntrySize), func(k int) bool {
-		return x.rel(k) > target
-	})
-	if j == 0 {
+	buf := x.Buf[:n*OffsetEntrySize]
+	lo, hi := 0, n
+	if warm := warmsearch.WarmEntries(OffsetEntrySize); n > warm {
+		// As warmsearch.SearchRegion: the tail [n-warm, n) unless the
+		// entry before it is already past target.
+		if b := n - warm; relAt(buf, b-1) > target {
+			hi = b - 1
+		} else {
+			lo = b
+		}
+	}
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if relAt(buf, h) > target {
+			hi = h
+		} else {
+			lo = h + 1
+		}
+	}
+	if lo == 0 {
 		return -1, 0, 0, false
 	}
-	rel, pos = x.Entry(j - 1)
-	return j - 1, rel, pos, true
+	rel, pos = x.Entry(lo - 1)
+	return lo - 1, rel, pos, true
+}
+
+// relAt returns the relative offset of entry k of buf, a whole number of
+// entries.
+func relAt(buf []byte, k int) uint32 {
+	return binary.BigEndian.Uint32(buf[k*OffsetEntrySize : k*OffsetEntrySize+4])
 }
 
 // Valid returns how many leading entries are valid for a segment of
