@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -229,10 +231,17 @@ func cmpU64(a, b uint64) int {
 }
 
 // moveOut copies the messages of live to the end of the log with one
-// append, makes each copy its message's record and marks the originals
-// done. A record that cannot be read is not moved (nor are the others:
-// the segment stays). Called with q.mu held: neither a delete nor the
-// cursor runs in between.
+// append, makes each copy its message's record and, once the copies are
+// durable, marks the originals done. A record that cannot be read is not
+// moved (nor are the others: the segment stays). Called with q.mu held,
+// which it lets go while it waits for the copies' sync (under SyncAlways
+// that wait, under the lock, held every receiver and deleter for an
+// fsync per move): the append and the switch of each message's record to
+// its copy happen under the lock, so that a delete or a receive count
+// names the copy from then on; the originals are marked done only after
+// the sync, so that the head, and a checkpoint, pass them only then. A
+// Delete of a moved message waits for its copy's sync too (waitCopy).
+// Moves do not overlap: each runs with q.ck.mu held.
 func (q *Queue) moveOut(live []int32) (int, error) {
 	if len(live) == 0 {
 		return 0, nil
@@ -264,12 +273,12 @@ func (q *Queue) moveOut(live []int32) (int, error) {
 			Moved: x.off, HasMoved: true,
 		}
 	}
-	first, n, err := q.log.AppendBatch(bodies, attrs)
+	first, n, err := q.log.appendBatchNoWait(bodies, attrs)
+	olds := make([]uint64, n)
 	for k := range n {
 		i := live[k]
-		old := q.es.e[i].stor
+		olds[k] = q.es.e[i].stor
 		q.es.setStor(i, first+uint64(k))
-		_, _ = q.t.Done(old) // below the cursor: registered
 	}
 	if n > 0 {
 		q.mv.unsynced = true
@@ -278,7 +287,37 @@ func (q *Queue) moveOut(live []int32) (int, error) {
 	if err != nil {
 		err = fmt.Errorf("pagelog: move of %d messages: %d copied: %w", len(live), n, err)
 	}
+	if n == 0 {
+		return 0, err
+	}
+	q.mu.Unlock()
+	werr := q.log.WaitDurable(context.Background(), first+uint64(n)-1)
+	q.mu.Lock()
+	if werr != nil {
+		// The originals stay: the head does not pass them, and the next
+		// checkpoint's syncMoved reports the failure.
+		return n, errors.Join(err, fmt.Errorf("pagelog: sync of %d moved messages: %w", n, werr))
+	}
+	q.mv.unsynced = false
+	for _, old := range olds {
+		_, _ = q.t.Done(old) // below the cursor: registered
+	}
 	return n, err
+}
+
+// waitCopy waits, under SyncAlways, until the record stor of the message
+// known by off is durable. A move makes a message's copy its record
+// before the copy is synced (see moveOut): a delete that names the copy
+// must not return before it is durable, or a power failure could take the
+// copy and bring the original back, not deleted.
+func (q *Queue) waitCopy(off, stor uint64) error {
+	if !q.syncEnd || stor == off || stor < q.log.Durable() {
+		return nil
+	}
+	if err := q.log.WaitDurable(context.Background(), stor); err != nil {
+		return fmt.Errorf("pagelog: sync of moved message %d (record %d): %w", off, stor, err)
+	}
+	return nil
 }
 
 // syncMoved makes the copies of the moves since the last head checkpoint

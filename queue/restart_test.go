@@ -402,3 +402,28 @@ func TestQueueSideLogsBounded(t *testing.T) {
 	t.Logf("segments at the end: %d receive-count, %d delete, %d message (peaks in rounds 5-9: %v)",
 		segments(receivesDir), segments(deletesDir), segments("."), peak)
 }
+
+// A receive-count record that names an offset at or past the message
+// log's end (its record lost: a moved copy whose sync a power failure cut
+// short) gives its count to no new message sent there after a restart.
+func TestReceiveCountPastEndNotInherited(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	maxRecv := func(o *Options) { o.MaxReceives = 5 }
+	q := openTestQueue(t, dir, clock, maxRecv)
+	next := q.log.Next()
+	q.mu.Lock()
+	_, err := q.appendReceive(next, 4)
+	q.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCloseQueue(t, q)
+	q = openTestQueue(t, dir, clock, maxRecv)
+	defer mustCloseQueue(t, q)
+	off := mustSend(t, q, "new")
+	m, ok := tryRecv(t, q)
+	if off != next || !ok || m.Offset != off || m.Receives != 1 {
+		t.Fatalf("a new message at %d (sent at %d): %v %+v, want its first receive", next, off, ok, m)
+	}
+}
