@@ -254,7 +254,11 @@ func OpenStore(dir string, o StoreOptions) (*Store, error) {
 		s.closeLogs()
 		return nil, err
 	}
+	// Under tickMu: a tick that fires at once sets the next timer after
+	// this one is stored, never before.
+	s.tickMu.Lock()
 	s.timer = s.qopts.Clock.AfterFunc(s.qopts.CheckpointInterval, s.tick)
+	s.tickMu.Unlock()
 	return s, nil
 }
 
