@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"testing"
@@ -138,5 +139,80 @@ func BenchmarkQueueOpenBacklog(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+}
+
+// BenchmarkQueueOpenBacklogMoves: Open (and Close) of a queue holding
+// 500,000 messages of 100 bytes, none received, behind a message that was
+// moved out of a held segment ("moves=yes") or with no move ever
+// ("moves=no"). Open finds the copies through queue.head's index (it read
+// the whole backlog for them before).
+func BenchmarkQueueOpenBacklogMoves(b *testing.B) {
+	for _, moved := range []bool{false, true} {
+		b.Run(fmt.Sprintf("moves=%s", map[bool]string{false: "no", true: "yes"}[moved]), func(b *testing.B) {
+			dir := b.TempDir()
+			clock := newFakeClock()
+			o := Options{Log: engine.Options{SegmentBytes: 1 << 20}, Clock: clock, Visibility: time.Hour, CheckpointInterval: time.Second}
+			q, err := Open(dir, o)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := make([]byte, 100)
+			if moved {
+				if _, err := q.Send([]byte("stuck")); err != nil {
+					b.Fatal(err)
+				}
+				if _, ok, err := q.TryReceive(); !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+			}
+			for range 60_000 { // 8 MiB through 1 MiB segments
+				if _, err := q.Send(body); err != nil {
+					b.Fatal(err)
+				}
+				m, ok, err := q.TryReceive()
+				if !ok || err != nil {
+					b.Fatal(ok, err)
+				}
+				if err := q.Delete(m.Offset); err != nil {
+					b.Fatal(err)
+				}
+			}
+			clock.Advance(time.Second) // a checkpoint, and a move
+			if st := q.Stats(); (st.Moved > 0) != moved {
+				b.Fatalf("moved %d messages, want moves %v", st.Moved, moved)
+			}
+			bodies := make([][]byte, 1000)
+			for i := range bodies {
+				bodies[i] = body
+			}
+			for range 500 {
+				if _, err := q.SendBatch(bodies); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				q, err := Open(dir, o)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				want := uint64(500_000)
+				if moved {
+					want++
+				}
+				if st := q.Stats(); st.Messages != want {
+					b.Fatalf("after open: %+v", st)
+				}
+				if err := q.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
 	}
 }

@@ -43,7 +43,11 @@
 // (receivers and deleters go on meanwhile); the head passes the originals
 // only once the copies are durable, and a Delete of a message whose copy
 // is not durable yet returns once it is (under SyncAlways).
-// Open reads the log from the head to find the copies.
+// Open finds the copies through the index of them that queue.head keeps
+// (version 4, see FORMAT.md), reading only the records it names and the
+// log after the checkpoint; without a trustworthy index (an older file, a
+// store's queue, damage, an index the log contradicts) it reads the log
+// from the head.
 //
 // # Lifetimes
 //

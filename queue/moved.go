@@ -48,8 +48,18 @@ type moveState struct {
 	sends    atomic.Uint64 // sends since the last look
 	kicked   atomic.Bool   // a look runs on its own goroutine
 	unsynced bool          // copies were appended that the next head checkpoint must sync first
-	refused  [2]uint64     // the oldest segment's base and the head of the last refused move (1+)
-	moved    uint64        // messages moved since open
+	// runs hold every record with the `moved` attribute at or above the
+	// head (and maybe some below, until the next checkpoint trims them):
+	// the offsets [from, to) of each move's append, ascending. queue.head
+	// records them, so that open finds the copies without reading the
+	// log from the head (see restoreMoved).
+	runs [][2]uint64
+	// index is what queue.head said of the runs at open, and indexEnd its
+	// end: restoreMoved uses it once.
+	index    movedIndex
+	indexEnd uint64
+	refused  [2]uint64 // the oldest segment's base and the head of the last refused move (1+)
+	moved    uint64    // messages moved since open
 }
 
 // noteSends counts n sends and, every moveCheckEvery, looks whether the
@@ -283,6 +293,7 @@ func (q *Queue) moveOut(live []int32) (int, error) {
 	if n > 0 {
 		q.mv.unsynced = true
 		q.mv.moved += uint64(n)
+		q.mv.addRun(first, first+uint64(n))
 	}
 	if err != nil {
 		err = fmt.Errorf("pagelog: move of %d messages: %d copied: %w", len(live), n, err)
@@ -339,6 +350,30 @@ func (q *Queue) syncMoved() error {
 	return nil
 }
 
+// addRun notes that the records [from, to) may carry the `moved`
+// attribute. Called with q.mu held (or at open), in offset order.
+func (m *moveState) addRun(from, to uint64) {
+	if k := len(m.runs) - 1; k >= 0 && m.runs[k][1] == from {
+		m.runs[k][1] = to
+		return
+	}
+	m.runs = append(m.runs, [2]uint64{from, to})
+}
+
+// trimRuns forgets the runs below head and returns a copy of the others,
+// cut at head, for queue.head. Called with q.mu held.
+func (m *moveState) trimRuns(head uint64) [][2]uint64 {
+	k := 0
+	for k < len(m.runs) && m.runs[k][1] <= head {
+		k++
+	}
+	m.runs = append(m.runs[:0], m.runs[k:]...)
+	if len(m.runs) > 0 {
+		m.runs[0][0] = max(m.runs[0][0], head)
+	}
+	return slices.Clone(m.runs)
+}
+
 // movedCopy is a moved record found at open.
 type movedCopy struct {
 	key    uint64 // the offset consumers know the message by
@@ -354,21 +389,51 @@ type movedCopy struct {
 // know, so that they are handed out in that order, before and in their
 // groups. A message of which a copy, or the original, is deleted is
 // deleted (every copy of it joins the skip set). Called at open.
+//
+// With an index of the copies in queue.head (see movedIndex) it reads the
+// records the index names below queue.head's end, and the log from that
+// end on (what came after the last checkpoint); without one, or when a
+// record it names is not a moved copy, the whole log from the cursor on.
+// Recovery.MovedFrom tells which.
 func (q *Queue) restoreMoved() error {
 	from := q.t.Cursor()
 	byKey := map[uint64][]movedCopy{}
-	for r, err := range q.log.RecordsWithAttrs(from) {
-		if err != nil {
-			continue // damaged: the cursor hands it out as such
-		}
+	q.mv.runs = nil
+	found := func(r engine.Record) bool {
 		a, err := r.Attrs()
 		if err != nil || !a.HasMoved {
-			continue
+			return false
 		}
 		byKey[a.Moved] = append(byKey[a.Moved], movedCopy{
 			key: a.Moved, stor: r.Offset, recv: a.Receives,
 			due: a.Due, hasDue: a.HasDue, group: slices.Clone(a.Group),
 		})
+		q.mv.addRun(r.Offset, r.Offset+1)
+		return true
+	}
+	idx, end := q.mv.index, q.mv.indexEnd
+	q.mv.index = movedIndex{}
+	scanFrom := from
+	why := idx.why
+	if why == "" {
+		why = "no index in queue.head"
+	}
+	q.recovery.MovedFrom = "log (" + why + ")"
+	if idx.ok {
+		if why := q.readIndexed(idx.runs, from, end, found); why == "" {
+			scanFrom = max(from, end)
+			q.recovery.MovedFrom = "queue.head index"
+		} else {
+			clear(byKey)
+			q.mv.runs = nil
+			q.recovery.MovedFrom = "log (index disagrees with the log: " + why + ")"
+		}
+	}
+	for r, err := range q.log.RecordsWithAttrs(scanFrom) {
+		if err != nil {
+			continue // damaged: the cursor hands it out as such
+		}
+		found(r)
 	}
 	if len(byKey) == 0 {
 		return nil
@@ -424,6 +489,31 @@ func (q *Queue) restoreMoved() error {
 	}
 	q.armTimer(now)
 	return nil
+}
+
+// readIndexed reads the records in runs between from and end and hands
+// each one to found, which reports whether it is a moved copy. It returns
+// "" when every record it could read is one (a damaged or missing one is
+// stepped over, as the cursor does), else why the index is not to be
+// trusted. Called at open.
+func (q *Queue) readIndexed(runs [][2]uint64, from, end uint64, found func(engine.Record) bool) string {
+	for _, run := range runs {
+		if run[1] > end {
+			return fmt.Sprintf("run [%d, %d) past the end %d", run[0], run[1], end)
+		}
+		for off := max(run[0], from); off < run[1]; off++ {
+			r, err := q.log.Read(off)
+			if err != nil {
+				continue // damaged, or lost: the cursor meets it as such
+			}
+			moved := found(r)
+			r.Release()
+			if !moved {
+				return fmt.Sprintf("record %d is not a moved copy", off)
+			}
+		}
+	}
+	return ""
 }
 
 // knownCopy handles a record at the cursor c whose message has an entry

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -859,5 +860,87 @@ func TestMoveSyncHoldsNoReceiverOrDeleter(t *testing.T) {
 	defer mustCloseQueue(t, q)
 	if ms := drain(t, q); len(ms) != 1 || ms[0].Offset != ready {
 		t.Fatalf("after a restart: %+v, want only %d", ms, ready)
+	}
+}
+
+// Open finds moved copies through the index queue.head keeps of them, and
+// through the log when that index is missing (a file of version 3),
+// damaged, or disagrees with the log: the same messages come back each
+// time, the moved one by its offset, and a damaged index costs only the
+// index (the head stays trusted).
+func TestOpenFindsMovedCopiesThroughHeadIndex(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	q := openTestQueue(t, dir, clock, func(o *Options) { o.Visibility = time.Hour })
+	stuck := mustSend(t, q, "stuck")
+	if m, ok := tryRecv(t, q); !ok || m.Offset != stuck {
+		t.Fatalf("stuck: %v %+v", ok, m)
+	}
+	fillPast(t, q, clock, 1500)
+	want := map[uint64]string{stuck: "stuck"}
+	var backlog []uint64
+	for i := range 40 {
+		body := fmt.Sprint("backlog ", i)
+		off := mustSend(t, q, body)
+		want[off] = body
+		backlog = append(backlog, off)
+	}
+	if st := q.Stats(); st.Moved == 0 || st.Head <= stuck {
+		t.Fatalf("no move: %+v", st)
+	}
+	mustCloseQueue(t, q)
+	b, err := os.ReadFile(filepath.Join(dir, headName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, idx, err := readHeadIndexed(dir)
+	if err != nil || b[0] != headVersion || !idx.ok || len(idx.runs) == 0 {
+		t.Fatalf("queue.head version %d: %+v %+v %v, want an index of the copies", b[0], h, idx, err)
+	}
+	lie := func(runs ...[2]uint64) []byte {
+		return encodeHeadIndexed(h, movedIndex{runs: runs, ok: true})
+	}
+	damaged := slices.Clone(b)
+	damaged[headSize+1] ^= 0x40
+	cases := []struct {
+		name string
+		head []byte
+		from string
+	}{
+		{"index", b, "queue.head index"},
+		{"version 3", encodeHead(h), "log (no index (queue.head of an older version))"},
+		{"index damaged", damaged, "log (index damaged"},
+		{"index names a message that is no copy", lie([2]uint64{backlog[3], backlog[3] + 1}), "log (index disagrees with the log"},
+		{"index past the end", lie([2]uint64{h.end, h.end + 1}), "log (index disagrees with the log"},
+	}
+	for _, c := range cases {
+		d := t.TempDir()
+		copyTree(t, dir, d)
+		if err := os.WriteFile(filepath.Join(d, headName), c.head, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		q := openTestQueue(t, d, clock)
+		rec := q.Recovery()
+		if rec.HeadFrom != "checkpoint" || rec.Head != h.head || !strings.HasPrefix(rec.MovedFrom, c.from) {
+			t.Errorf("%s: head from %q at %d, moved from %q; want the checkpoint's %d, moved from %q", c.name, rec.HeadFrom, rec.Head, rec.MovedFrom, h.head, c.from)
+		}
+		got := map[uint64]string{}
+		for {
+			m, ok, err := q.TryReceive()
+			if !ok {
+				break
+			}
+			if err != nil {
+				t.Errorf("%s: offset %d: %v", c.name, m.Offset, err)
+			}
+			if _, dup := got[m.Offset]; dup {
+				t.Errorf("%s: offset %d handed out twice", c.name, m.Offset)
+			}
+			got[m.Offset] = string(m.Body)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: got %d messages %v, want %d", c.name, len(got), got, len(want))
+		}
+		mustCloseQueue(t, q)
 	}
 }
