@@ -92,6 +92,10 @@ func TestQueueRestartDamagedHead(t *testing.T) {
 		{"empty", func(b []byte) []byte { return nil }},
 		{"too long", func(b []byte) []byte { return append(b, 0) }},
 	}
+	// A byte added to a version 4 file damages its index of moved copies
+	// only: the head's own checksum holds, and open reads the log for the
+	// copies (TestOpenFindsMovedCopiesThroughHeadIndex).
+	indexOnly := map[string]bool{"too long": true}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -110,7 +114,12 @@ func TestQueueRestartDamagedHead(t *testing.T) {
 			q = openTestQueue(t, dir, clock)
 			defer mustCloseQueue(t, q)
 			rec := q.Recovery()
-			if rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, engine.ErrBadFile) {
+			switch {
+			case indexOnly[c.name]:
+				if rec.HeadFrom != "checkpoint" || !strings.HasPrefix(rec.MovedFrom, "log (index damaged") {
+					t.Fatalf("recovery: %+v", rec)
+				}
+			case rec.HeadFrom != "log start (checkpoint damaged)" || !errors.Is(rec.CheckpointError, engine.ErrBadFile):
 				t.Fatalf("recovery: %+v", rec)
 			}
 			// The delete log was not trimmed (no segment lies below the
