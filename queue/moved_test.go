@@ -759,8 +759,7 @@ func TestMoveSyncHoldsNoReceiverOrDeleter(t *testing.T) {
 		o.Visibility = time.Hour
 		o.CheckpointInterval = time.Hour
 	})
-	gate := &moveSyncGate{messageLog: q.log, entered: make(chan struct{}, 4), release: make(chan struct{})}
-	q.log = gate
+	gate := &moveSyncGate{entered: make(chan struct{}, 4), release: make(chan struct{})}
 	released := false
 	free := func() {
 		if !released {
@@ -786,6 +785,11 @@ func TestMoveSyncHoldsNoReceiverOrDeleter(t *testing.T) {
 		t.Fatalf("in flight: %v %+v", ok, m)
 	}
 	ready := mustSend(t, q, "ready")
+	// From here on the test sends nothing (appendTo knows only the
+	// queue's own log types), and no goroutine of the queue runs: the
+	// checkpoints wait for q.ck.mu.
+	gate.messageLog = q.log
+	q.log = gate
 
 	watchdog := func(what string, done <-chan struct{}) {
 		t.Helper()
