@@ -137,8 +137,29 @@ func (l *Log) writable() error {
 // n says how many, and a caller that needs all or nothing calls
 // Truncate(first).
 func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int, err error) {
+	first, n, cuts, err := l.appendBatch(bodies, attrs)
+	if err != nil || n == 0 || l.opts.Sync != SyncAlways {
+		return first, n, err
+	}
+	return first, n, l.sync.waitAppended(l, first+uint64(n), cuts)
+}
+
+// AppendBatchNoWait is AppendBatch without the wait for the sync under
+// SyncAlways: it returns once the records are written, and the caller
+// waits for them with WaitDurable (or Sync) when it chooses, for instance
+// after it has released a lock of its own that others take between its
+// appends. Until a sync covers them Durable stays below them. Under
+// SyncNone and SyncInterval it is AppendBatch.
+func (l *Log) AppendBatchNoWait(bodies [][]byte, attrs []*Attrs) (first uint64, n int, err error) {
+	first, n, _, err = l.appendBatch(bodies, attrs)
+	return first, n, err
+}
+
+// appendBatch writes the records of AppendBatch and returns the cut count
+// its sync wait checks.
+func (l *Log) appendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int, cuts uint64, err error) {
 	if attrs != nil && len(attrs) != len(bodies) {
-		return 0, 0, fmt.Errorf("pagelog: append batch: %d attribute sets for %d bodies", len(attrs), len(bodies))
+		return 0, 0, 0, fmt.Errorf("pagelog: append batch: %d attribute sets for %d bodies", len(attrs), len(bodies))
 	}
 	sizes := make([]int, len(bodies))
 	for i, body := range bodies {
@@ -147,11 +168,11 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 			a = attrs[i]
 		}
 		if len(body) > l.maxBody {
-			return 0, 0, fmt.Errorf("%w: body %d of the batch is %d bytes, limit %d", ErrTooLarge, i, len(body), l.maxBody)
+			return 0, 0, 0, fmt.Errorf("%w: body %d of the batch is %d bytes, limit %d", ErrTooLarge, i, len(body), l.maxBody)
 		}
 		if a != nil && !a.Empty() {
 			if err := a.Validate(); err != nil {
-				return 0, 0, fmt.Errorf("body %d of the batch: %w", i, err)
+				return 0, 0, 0, fmt.Errorf("body %d of the batch: %w", i, err)
 			}
 		}
 		sizes[i] = record.Size(len(body), a)
@@ -177,18 +198,10 @@ func (l *Log) AppendBatch(bodies [][]byte, attrs []*Attrs) (first uint64, n int,
 			break
 		}
 	}
-	cuts := l.sync.cutCount.Load()
+	cuts = l.sync.cutCount.Load()
 	l.mu.Unlock()
 	if n > 0 {
 		l.wakeWaiters()
 	}
-	if err != nil || n == 0 {
-		return first, n, err
-	}
-	if l.opts.Sync == SyncAlways {
-		if err := l.sync.waitAppended(l, first+uint64(n), cuts); err != nil {
-			return first, n, err
-		}
-	}
-	return first, n, nil
+	return first, n, cuts, err
 }

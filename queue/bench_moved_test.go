@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
 )
 
@@ -171,4 +172,81 @@ func BenchmarkQueueReceiveMoved(b *testing.B) {
 		}
 		reportQuantiles(b, lat)
 	})
+}
+
+// BenchmarkQueueReceiveBesideMoves: under SyncAlways, the latency of a
+// TryReceive (of messages sent before) while another goroutine moves 64
+// held messages again and again, each move waiting for its copies' sync.
+// A move that held the queue's lock across that sync made receivers wait
+// for it.
+func BenchmarkQueueReceiveBesideMoves(b *testing.B) {
+	q, err := Open(b.TempDir(), Options{Log: engine.Options{Sync: engine.SyncAlways}, Clock: newFakeClock(), Visibility: time.Hour, CheckpointInterval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	body := make([]byte, 1024)
+	held := make([][]byte, 64)
+	for i := range held {
+		held[i] = body
+	}
+	if _, err := q.SendBatch(held); err != nil {
+		b.Fatal(err)
+	}
+	for range held {
+		if _, ok, err := q.TryReceive(); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	q.mu.Lock()
+	var live []int32
+	for _, i := range q.es.byOff {
+		live = append(live, i)
+	}
+	q.mu.Unlock()
+	bodies := make([][]byte, b.N)
+	for i := range bodies {
+		bodies[i] = body
+	}
+	for i := 0; i < b.N; i += 1000 {
+		if _, err := q.SendBatch(bodies[i:min(i+1000, b.N)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		moves := 0
+		for {
+			select {
+			case <-stop:
+				done <- moves
+				return
+			default:
+			}
+			q.ck.mu.Lock()
+			q.mu.Lock()
+			_, err := q.moveOut(live)
+			q.mu.Unlock()
+			q.ck.mu.Unlock()
+			if err != nil {
+				b.Error(err)
+			}
+			moves++
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		_, ok, err := q.TryReceive()
+		lat = append(lat, time.Since(start))
+		if !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	b.StopTimer()
+	close(stop)
+	b.ReportMetric(float64(<-done)/float64(b.N), "moves/op")
+	reportQuantiles(b, lat)
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -19,7 +21,14 @@ import (
 //
 // On-disk format: never change, bump the version instead.
 //
-//	version 3 (written):
+//	version 4 (written by a queue that owns its directory): version (4),
+//	then bytes 1..52 as in version 3 (the CRC-32C at 49 covers bytes
+//	0..48), then the index of moved copies:
+//	53    4     runs n; 0xFFFFFFFF: not recorded (open reads the log)
+//	57    16n   runs: from, to (uint64 each; to excluded), ascending
+//	57+16n 4    CRC-32C of bytes 0..56+16n
+//
+//	version 3 (written in a store's heads log; read):
 //	byte  size  field
 //	0     1     version (3)
 //	1     8     head: every message below it is deleted
@@ -42,8 +51,9 @@ import (
 // is found only where the logs' own walk finds it.
 const (
 	headName     = "queue.head"
-	headVersion  = 3
-	headSize     = 53
+	headVersion  = 4
+	headVersion3 = 3
+	headSize     = 53 // version 3, and version 4 up to its index
 	headVersion2 = 2
 	headSize2    = 21
 	headVersion1 = 1
@@ -68,9 +78,10 @@ type sideSpan struct {
 	durable uint64 // every record below here was synced
 }
 
+// encodeHead encodes h in version 3 (a store's heads log).
 func encodeHead(h headState) []byte {
 	b := make([]byte, headSize)
-	b[0] = headVersion
+	b[0] = headVersion3
 	binary.BigEndian.PutUint64(b[1:], h.head)
 	binary.BigEndian.PutUint64(b[9:], h.end)
 	binary.BigEndian.PutUint64(b[17:], h.dels.from)
@@ -78,6 +89,83 @@ func encodeHead(h headState) []byte {
 	binary.BigEndian.PutUint64(b[33:], h.recvs.from)
 	binary.BigEndian.PutUint64(b[41:], h.recvs.durable)
 	return checkpoint.Seal(b)
+}
+
+// encodeHeadIndexed encodes h in version 4, with the index of moved
+// copies idx (not recorded when idx.ok is false or it has too many runs).
+func encodeHeadIndexed(h headState, idx movedIndex) []byte {
+	n := uint32(len(idx.runs))
+	if !idx.ok || len(idx.runs) > maxIndexedRuns {
+		n, idx.runs = indexNotRecorded, nil
+	}
+	b := encodeHead(h)
+	b[0] = headVersion
+	checkpoint.Seal(b)
+	b = binary.BigEndian.AppendUint32(b, n)
+	for _, r := range idx.runs {
+		b = binary.BigEndian.AppendUint64(b, r[0])
+		b = binary.BigEndian.AppendUint64(b, r[1])
+	}
+	b = append(b, 0, 0, 0, 0)
+	return checkpoint.Seal(b)
+}
+
+// The index of moved copies in queue.head version 4: at most
+// maxIndexedRuns runs (16 bytes each), else not recorded.
+const (
+	maxIndexedRuns   = 1024
+	indexNotRecorded = math.MaxUint32
+)
+
+// movedIndex is where the moved copies lie in the message log: runs of
+// offsets [from, to), ascending, that hold every record carrying the
+// `moved` attribute at or above the head and below the end that
+// queue.head records. ok is false when nothing is known (a file of an
+// older version, an index not recorded or damaged): open reads the log.
+// The records are the truth: open reads each one the index names and
+// reads the log instead when one of them is not a moved copy.
+type movedIndex struct {
+	runs [][2]uint64
+	ok   bool
+	v4   bool   // the file is of version 4 (its index recorded or not)
+	why  string // when !ok: why not (for Recovery.MovedFrom)
+}
+
+// decodeHeadIndex decodes the index of moved copies of a queue.head whose
+// first headSize bytes decodeHead accepted. Damage to it loses the index
+// only: the head stays trusted.
+func decodeHeadIndex(b []byte) movedIndex {
+	if len(b) == 0 || b[0] != headVersion {
+		return movedIndex{why: "no index (queue.head of an older version)"}
+	}
+	bad := func(why string) movedIndex { return movedIndex{v4: true, why: "index damaged: " + why} }
+	if len(b) < headSize+8 {
+		return bad(fmt.Sprintf("%d bytes", len(b)))
+	}
+	if got, want := binary.BigEndian.Uint32(b[len(b)-4:]), checkpoint.Sum(b[:len(b)-4]); got != want {
+		return bad(fmt.Sprintf("checksum %08x, want %08x", got, want))
+	}
+	n := binary.BigEndian.Uint32(b[headSize:])
+	if n == indexNotRecorded {
+		if len(b) != headSize+8 {
+			return bad(fmt.Sprintf("%d bytes for an index not recorded", len(b)))
+		}
+		return movedIndex{v4: true, why: "index not recorded (too many runs)"}
+	}
+	if n > maxIndexedRuns || len(b) != headSize+8+16*int(n) {
+		return bad(fmt.Sprintf("%d runs in %d bytes", n, len(b)))
+	}
+	idx := movedIndex{runs: make([][2]uint64, n), ok: true, v4: true}
+	var prev uint64
+	for k := range idx.runs {
+		p := b[headSize+4+16*k:]
+		from, to := binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])
+		if from >= to || from < prev {
+			return bad(fmt.Sprintf("run %d [%d, %d) after %d", k, from, to, prev))
+		}
+		idx.runs[k], prev = [2]uint64{from, to}, to
+	}
+	return idx
 }
 
 func decodeHead(b []byte) (headState, error) {
@@ -92,8 +180,20 @@ func decodeHead(b []byte) (headState, error) {
 		if err := checkpoint.Check(b, headSize2, headName, headVersion2); err != nil {
 			return headState{}, err
 		}
+	case len(b) > 0 && b[0] == headVersion:
+		// Version 4: the head's fields as in version 3, then the index of
+		// moved copies (decodeHeadIndex), whose damage loses only it.
+		if len(b) < headSize {
+			return headState{}, &checkpoint.BadFileError{Name: headName, Why: fmt.Sprintf("%d bytes, want at least %d", len(b), headSize)}
+		}
+		if err := checkpoint.Check(b[:headSize], headSize, headName, headVersion); err != nil {
+			return headState{}, err
+		}
+		h.sides = true
+		h.dels = sideSpan{from: binary.BigEndian.Uint64(b[17:]), durable: binary.BigEndian.Uint64(b[25:])}
+		h.recvs = sideSpan{from: binary.BigEndian.Uint64(b[33:]), durable: binary.BigEndian.Uint64(b[41:])}
 	default:
-		if err := checkpoint.Check(b, headSize, headName, headVersion); err != nil {
+		if err := checkpoint.Check(b, headSize, headName, headVersion3); err != nil {
 			return headState{}, err
 		}
 		h.sides = true
@@ -111,21 +211,32 @@ func decodeHead(b []byte) (headState, error) {
 // none, engine.ErrNewerFile when a newer version wrote it (never
 // overwritten), engine.ErrNotRegular when something else is in its place.
 func readHead(dir string) (headState, error) {
+	h, _, err := readHeadIndexed(dir)
+	return h, err
+}
+
+// readHeadIndexed is readHead that returns the index of moved copies too.
+func readHeadIndexed(dir string) (headState, movedIndex, error) {
 	b, err := checkpoint.Read(dir, headName)
 	if err != nil {
-		return headState{}, fmt.Errorf("pagelog: read %s: %w", headName, err)
+		return headState{}, movedIndex{}, fmt.Errorf("pagelog: read %s: %w", headName, err)
 	}
 	if err := checkpoint.Newer(b, headName, headVersion); err != nil {
-		return headState{}, err
+		return headState{}, movedIndex{}, err
 	}
-	return decodeHead(b)
+	h, err := decodeHead(b)
+	if err != nil {
+		return headState{}, movedIndex{}, err
+	}
+	return h, decodeHeadIndex(b), nil
 }
 
 // checkpointState runs the head checkpoints.
 type checkpointState struct {
-	mu      sync.Mutex // serializes checkpoints; guards the fields below
-	h       headState  // what queue.head holds
-	written bool       // queue.head holds h, in the version written
+	mu      sync.Mutex  // serializes checkpoints; guards the fields below
+	h       headState   // what queue.head holds
+	runs    [][2]uint64 // and its index of moved copies (a queue that owns its directory)
+	written bool        // queue.head holds h, in the version written
 	timer   Timer
 	stopped bool
 	last    int64 // q.now() at the last checkpoint
@@ -315,11 +426,15 @@ func (q *Queue) checkpoint() error {
 	h := headState{head: q.t.Head(), sides: true}
 	h.dels.from, h.recvs.from = q.sideStarts(h.head)
 	held := q.ck.held != 0
+	runs := q.mv.trimRuns(h.head)
 	q.mu.Unlock()
+	if q.st != nil {
+		runs = nil // a store's heads log keeps version 3: its queues' opens read the log
+	}
 	h.end = q.log.Next()
 	h.dels.durable, h.recvs.durable = q.sidesDurable()
-	if !q.ck.written || h != q.ck.h {
-		err = errors.Join(err, q.writeHead(h))
+	if !q.ck.written || h != q.ck.h || !slices.Equal(runs, q.ck.runs) {
+		err = errors.Join(err, q.writeHead(h, runs))
 	} else if held || q.ck.dropPending {
 		// Nothing moved, but the dedup window held back a segment the
 		// head has left: its ids may have expired since, and an idle
@@ -374,7 +489,7 @@ func (q *Queue) sidesDurable() (dels, recvs uint64) {
 
 // writeHead writes h to queue.head, then drops what lies below it. The
 // side logs' durable ends are taken again after their sync.
-func (q *Queue) writeHead(h headState) error {
+func (q *Queue) writeHead(h headState, runs [][2]uint64) error {
 	if q.opts.Log.Sync != engine.SyncNone {
 		// Every delete record below head is durable before head is,
 		// and the receive-count log is synced too, so that what
@@ -400,16 +515,17 @@ func (q *Queue) writeHead(h headState) error {
 		q.ck.h, q.ck.written = h, true
 		return q.dropBelow(h)
 	}
-	err := checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
+	b := encodeHeadIndexed(h, movedIndex{runs: runs, ok: true})
+	err := checkpoint.Replace(q.dir, headName, b, q.fileMode())
 	if errors.Is(err, syscall.ENOSPC) && q.releaseSpares() > 0 {
 		// A full disk: the logs' spare files give the head its space,
 		// and the head written lets the segments behind it go.
-		err = checkpoint.Replace(q.dir, headName, encodeHead(h), q.fileMode())
+		err = checkpoint.Replace(q.dir, headName, b, q.fileMode())
 	}
 	if err != nil {
 		return err
 	}
-	q.ck.h, q.ck.written = h, true
+	q.ck.h, q.ck.runs, q.ck.written = h, runs, true
 	return q.dropBelow(h)
 }
 

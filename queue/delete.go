@@ -26,9 +26,10 @@ func (q *Queue) Delete(offset uint64) error {
 		return engine.ErrClosed
 	}
 	i, ok, err := q.deletable(offset)
-	var at uint64
+	var at, stor uint64
 	if ok {
-		if at, err = q.appendDelete(q.es.e[i].stor); err == nil {
+		stor = q.es.e[i].stor
+		if at, err = q.appendDelete(stor); err == nil {
 			q.es.unset(i)
 			q.finish(i, clockUnread)
 			q.counts.deleted++
@@ -39,7 +40,7 @@ func (q *Queue) Delete(offset uint64) error {
 	if err != nil || !ok {
 		return err
 	}
-	return q.waitDelete(at)
+	return errors.Join(q.waitDelete(at), q.waitCopy(offset, stor))
 }
 
 // deletable reports whether the message at off may be deleted: ok with its
@@ -93,7 +94,12 @@ func (q *Queue) DeleteBatch(offsets []uint64) error {
 		errs = append(errs, err)
 	}
 	now := q.now() // once for the batch
-	for _, off := range todo[:n] {
+	// The newest moved copy deleted, for waitCopy.
+	var copyOff, copyStor uint64
+	for k, off := range todo[:n] {
+		if recs[k] != off && recs[k] >= copyStor {
+			copyOff, copyStor = off, recs[k]
+		}
 		i, _ := q.es.lookup(off)
 		q.es.unset(i)
 		q.finish(i, now)
@@ -106,6 +112,9 @@ func (q *Queue) DeleteBatch(offsets []uint64) error {
 	if n > 0 {
 		if err := q.waitDelete(at); err != nil {
 			errs = append(errs, fmt.Errorf("pagelog: delete records of %d messages: %w", n, err))
+		}
+		if err := q.waitCopy(copyOff, copyStor); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -189,7 +198,7 @@ func (q *Queue) Discard(offset uint64) error {
 	if err != nil {
 		return err
 	}
-	return q.waitDelete(at)
+	return errors.Join(q.waitDelete(at), q.waitCopy(offset, rec))
 }
 
 // appendDeletes appends the delete records of offsets (the offsets of the

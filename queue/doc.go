@@ -39,7 +39,15 @@
 // logs are trimmed with the head while the queue runs. A crash in the
 // middle of a move leaves the original and its copy (or several copies):
 // they are one message, handed out once, and deleted when any of them is.
-// Open reads the log from the head to find the copies.
+// A move waits for its copies' sync without holding the queue's lock
+// (receivers and deleters go on meanwhile); the head passes the originals
+// only once the copies are durable, and a Delete of a message whose copy
+// is not durable yet returns once it is (under SyncAlways).
+// Open finds the copies through the index of them that queue.head keeps
+// (version 4, see FORMAT.md), reading only the records it names and the
+// log after the checkpoint; without a trustworthy index (an older file, a
+// store's queue, damage, an index the log contradicts) it reads the log
+// from the head.
 //
 // # Lifetimes
 //

@@ -648,7 +648,7 @@ func hCases(t *testing.T, tp *hTemplate) []hCase {
 	// open: TestOpenRefusesWhatIsNotAFileInPlaceOfTheHeadCheckpoint.
 	add(badHead("queue.head end below head (valid checksum)", func(t *testing.T, dir string) {
 		b := make([]byte, headSize)
-		b[0] = headVersion
+		b[0] = headVersion3
 		binary.BigEndian.PutUint64(b[1:], tp.ckHead)
 		binary.BigEndian.PutUint64(b[9:], tp.ckHead-1)
 		binary.BigEndian.PutUint32(b[headSize-4:], crc32c(b[:headSize-4]))

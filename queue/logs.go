@@ -54,6 +54,10 @@ type messageLog interface {
 	// the oldest segment, holding [b0, b1), may hold for a move to take
 	// them: an eighth of its records, at most MaxMovedPerSegment.
 	moveLimit(b0, b1 uint64) int
+	// appendBatchNoWait is AppendBatch that does not wait for the sync
+	// under SyncAlways: a move appends its copies under the queue's lock
+	// and waits for them (WaitDurable) after it has let the lock go.
+	appendBatchNoWait(bodies [][]byte, attrs []*engine.Attrs) (first uint64, n int, err error)
 }
 
 // dirLog is the message log of a queue that owns its directory.
@@ -65,6 +69,10 @@ type dirLog struct {
 func (l dirLog) segments() int { return l.Stats().Segments }
 
 func (l dirLog) moveLimit(b0, b1 uint64) int { return moveLimit(b0, b1) }
+
+func (l dirLog) appendBatchNoWait(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
+	return l.AppendBatchNoWait(bodies, attrs)
+}
 
 // oldestSegment reads the segment names from the directory (the engine
 // does not list its segments).

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -46,8 +48,18 @@ type moveState struct {
 	sends    atomic.Uint64 // sends since the last look
 	kicked   atomic.Bool   // a look runs on its own goroutine
 	unsynced bool          // copies were appended that the next head checkpoint must sync first
-	refused  [2]uint64     // the oldest segment's base and the head of the last refused move (1+)
-	moved    uint64        // messages moved since open
+	// runs hold every record with the `moved` attribute at or above the
+	// head (and maybe some below, until the next checkpoint trims them):
+	// the offsets [from, to) of each move's append, ascending. queue.head
+	// records them, so that open finds the copies without reading the
+	// log from the head (see restoreMoved).
+	runs [][2]uint64
+	// index is what queue.head said of the runs at open, and indexEnd its
+	// end: restoreMoved uses it once.
+	index    movedIndex
+	indexEnd uint64
+	refused  [2]uint64 // the oldest segment's base and the head of the last refused move (1+)
+	moved    uint64    // messages moved since open
 	// openHead is the head Open started from, before the cursor stepped
 	// over the deleted records at it (skipAhead): restoreMoved reads the
 	// copies from there. Every offset in [openHead, cursor) is deleted.
@@ -233,10 +245,17 @@ func cmpU64(a, b uint64) int {
 }
 
 // moveOut copies the messages of live to the end of the log with one
-// append, makes each copy its message's record and marks the originals
-// done. A record that cannot be read is not moved (nor are the others:
-// the segment stays). Called with q.mu held: neither a delete nor the
-// cursor runs in between.
+// append, makes each copy its message's record and, once the copies are
+// durable, marks the originals done. A record that cannot be read is not
+// moved (nor are the others: the segment stays). Called with q.mu held,
+// which it lets go while it waits for the copies' sync (under SyncAlways
+// that wait, under the lock, held every receiver and deleter for an
+// fsync per move): the append and the switch of each message's record to
+// its copy happen under the lock, so that a delete or a receive count
+// names the copy from then on; the originals are marked done only after
+// the sync, so that the head, and a checkpoint, pass them only then. A
+// Delete of a moved message waits for its copy's sync too (waitCopy).
+// Moves do not overlap: each runs with q.ck.mu held.
 func (q *Queue) moveOut(live []int32) (int, error) {
 	if len(live) == 0 {
 		return 0, nil
@@ -268,21 +287,52 @@ func (q *Queue) moveOut(live []int32) (int, error) {
 			Moved: x.off, HasMoved: true,
 		}
 	}
-	first, n, err := q.log.AppendBatch(bodies, attrs)
+	first, n, err := q.log.appendBatchNoWait(bodies, attrs)
+	olds := make([]uint64, n)
 	for k := range n {
 		i := live[k]
-		old := q.es.e[i].stor
+		olds[k] = q.es.e[i].stor
 		q.es.setStor(i, first+uint64(k))
-		_, _ = q.t.Done(old) // below the cursor: registered
 	}
 	if n > 0 {
 		q.mv.unsynced = true
 		q.mv.moved += uint64(n)
+		q.mv.addRun(first, first+uint64(n))
 	}
 	if err != nil {
 		err = fmt.Errorf("pagelog: move of %d messages: %d copied: %w", len(live), n, err)
 	}
+	if n == 0 {
+		return 0, err
+	}
+	q.mu.Unlock()
+	werr := q.log.WaitDurable(context.Background(), first+uint64(n)-1)
+	q.mu.Lock()
+	if werr != nil {
+		// The originals stay: the head does not pass them, and the next
+		// checkpoint's syncMoved reports the failure.
+		return n, errors.Join(err, fmt.Errorf("pagelog: sync of %d moved messages: %w", n, werr))
+	}
+	q.mv.unsynced = false
+	for _, old := range olds {
+		_, _ = q.t.Done(old) // below the cursor: registered
+	}
 	return n, err
+}
+
+// waitCopy waits, under SyncAlways, until the record stor of the message
+// known by off is durable. A move makes a message's copy its record
+// before the copy is synced (see moveOut): a delete that names the copy
+// must not return before it is durable, or a power failure could take the
+// copy and bring the original back, not deleted.
+func (q *Queue) waitCopy(off, stor uint64) error {
+	if !q.syncEnd || stor == off || stor < q.log.Durable() {
+		return nil
+	}
+	if err := q.log.WaitDurable(context.Background(), stor); err != nil {
+		return fmt.Errorf("pagelog: sync of moved message %d (record %d): %w", off, stor, err)
+	}
+	return nil
 }
 
 // syncMoved makes the copies of the moves since the last head checkpoint
@@ -302,6 +352,30 @@ func (q *Queue) syncMoved() error {
 	q.mv.unsynced = false
 	q.mu.Unlock()
 	return nil
+}
+
+// addRun notes that the records [from, to) may carry the `moved`
+// attribute. Called with q.mu held (or at open), in offset order.
+func (m *moveState) addRun(from, to uint64) {
+	if k := len(m.runs) - 1; k >= 0 && m.runs[k][1] == from {
+		m.runs[k][1] = to
+		return
+	}
+	m.runs = append(m.runs, [2]uint64{from, to})
+}
+
+// trimRuns forgets the runs below head and returns a copy of the others,
+// cut at head, for queue.head. Called with q.mu held.
+func (m *moveState) trimRuns(head uint64) [][2]uint64 {
+	k := 0
+	for k < len(m.runs) && m.runs[k][1] <= head {
+		k++
+	}
+	m.runs = append(m.runs[:0], m.runs[k:]...)
+	if len(m.runs) > 0 {
+		m.runs[0][0] = max(m.runs[0][0], head)
+	}
+	return slices.Clone(m.runs)
 }
 
 // movedCopy is a moved record found at open.
@@ -325,22 +399,52 @@ type movedCopy struct {
 // them), and an older copy among them, or the original, whose delete names
 // it must still delete its message, as Messages and Stat, which read from
 // the head, have it.
+//
+// With an index of the copies in queue.head (see movedIndex) it reads the
+// records the index names below queue.head's end, and the log from that
+// end on (what came after the last checkpoint); without one, or when a
+// record it names is not a moved copy, the whole log from the head on.
+// Recovery.MovedFrom tells which.
 func (q *Queue) restoreMoved() error {
 	from, cursor := q.mv.openHead, q.t.Cursor()
 	deleted := deletedPast(q.skip, from, cursor)
 	byKey := map[uint64][]movedCopy{}
-	for r, err := range q.log.RecordsWithAttrs(from) {
-		if err != nil {
-			continue // damaged: the cursor hands it out as such
-		}
+	q.mv.runs = nil
+	found := func(r engine.Record) bool {
 		a, err := r.Attrs()
 		if err != nil || !a.HasMoved {
-			continue
+			return false
 		}
 		byKey[a.Moved] = append(byKey[a.Moved], movedCopy{
 			key: a.Moved, stor: r.Offset, recv: a.Receives,
 			due: a.Due, hasDue: a.HasDue, group: slices.Clone(a.Group),
 		})
+		q.mv.addRun(r.Offset, r.Offset+1)
+		return true
+	}
+	idx, end := q.mv.index, q.mv.indexEnd
+	q.mv.index = movedIndex{}
+	scanFrom := from
+	why := idx.why
+	if why == "" {
+		why = "no index in queue.head"
+	}
+	q.recovery.MovedFrom = "log (" + why + ")"
+	if idx.ok {
+		if why := q.readIndexed(idx.runs, from, end, found); why == "" {
+			scanFrom = max(from, end)
+			q.recovery.MovedFrom = "queue.head index"
+		} else {
+			clear(byKey)
+			q.mv.runs = nil
+			q.recovery.MovedFrom = "log (index disagrees with the log: " + why + ")"
+		}
+	}
+	for r, err := range q.log.RecordsWithAttrs(scanFrom) {
+		if err != nil {
+			continue // damaged: the cursor hands it out as such
+		}
+		found(r)
 	}
 	if len(byKey) == 0 {
 		return nil
@@ -396,6 +500,31 @@ func (q *Queue) restoreMoved() error {
 	}
 	q.armTimer(now)
 	return nil
+}
+
+// readIndexed reads the records in runs between from and end and hands
+// each one to found, which reports whether it is a moved copy. It returns
+// "" when every record it could read is one (a damaged or missing one is
+// stepped over, as the cursor does), else why the index is not to be
+// trusted. Called at open.
+func (q *Queue) readIndexed(runs [][2]uint64, from, end uint64, found func(engine.Record) bool) string {
+	for _, run := range runs {
+		if run[1] > end {
+			return fmt.Sprintf("run [%d, %d) past the end %d", run[0], run[1], end)
+		}
+		for off := max(run[0], from); off < run[1]; off++ {
+			r, err := q.log.Read(off)
+			if err != nil {
+				continue // damaged, or lost: the cursor meets it as such
+			}
+			moved := found(r)
+			r.Release()
+			if !moved {
+				return fmt.Sprintf("record %d is not a moved copy", off)
+			}
+		}
+	}
+	return ""
 }
 
 // knownCopy handles a record at the cursor c whose message has an entry

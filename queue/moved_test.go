@@ -3,17 +3,20 @@ package queue
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -712,5 +715,236 @@ func movedChild(dir string) {
 		if i%64 == 0 {
 			fmt.Printf("moved %d x\n", q.Stats().Moved)
 		}
+	}
+}
+
+// moveSyncGate is a message log whose moves' syncs a test holds: once
+// armed, an append of moved copies that waits for its sync, and every
+// WaitDurable, stops until release is closed, after telling entered.
+type moveSyncGate struct {
+	messageLog
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *moveSyncGate) hold() {
+	g.entered <- struct{}{}
+	<-g.release
+}
+
+func (g *moveSyncGate) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
+	first, n, err := g.messageLog.AppendBatch(bodies, attrs)
+	if g.armed.Load() && len(attrs) > 0 && attrs[0] != nil && attrs[0].HasMoved {
+		g.hold() // the sync of a move: under SyncAlways AppendBatch waits for it
+	}
+	return first, n, err
+}
+
+func (g *moveSyncGate) WaitDurable(ctx context.Context, off uint64) error {
+	if g.armed.Load() {
+		g.hold()
+	}
+	return g.messageLog.WaitDurable(ctx, off)
+}
+
+// Under SyncAlways a move of held messages waits for its copies' sync
+// without the queue's lock: while that sync is held, another receiver and
+// deleter go on, the head stays on the original, and a Delete of the
+// moved message returns only once its copy is durable.
+func TestMoveSyncHoldsNoReceiverOrDeleter(t *testing.T) {
+	clock := newFakeClock()
+	q := openTestQueue(t, t.TempDir(), clock, func(o *Options) {
+		o.Log.Sync = engine.SyncAlways
+		o.Visibility = time.Hour
+		o.CheckpointInterval = time.Hour
+	})
+	gate := &moveSyncGate{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	released := false
+	free := func() {
+		if !released {
+			released = true
+			close(gate.release)
+		}
+	}
+	defer free()
+	q.ck.mu.Lock() // no checkpoint and no move runs but the test's
+	locked := true
+	defer func() {
+		if locked {
+			q.ck.mu.Unlock()
+		}
+	}()
+	stuck := mustSend(t, q, "stuck")
+	if m, ok := tryRecv(t, q); !ok || m.Offset != stuck {
+		t.Fatalf("stuck: %v %+v", ok, m)
+	}
+	fillPast(t, q, nil, 800)
+	inFlight := mustSend(t, q, "in flight")
+	if m, ok := tryRecv(t, q); !ok || m.Offset != inFlight {
+		t.Fatalf("in flight: %v %+v", ok, m)
+	}
+	ready := mustSend(t, q, "ready")
+	// From here on the test sends nothing (appendTo knows only the
+	// queue's own log types), and no goroutine of the queue runs: the
+	// checkpoints wait for q.ck.mu.
+	gate.messageLog = q.log
+	q.log = gate
+
+	watchdog := func(what string, done <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: still waiting after a minute", what)
+		}
+	}
+	gate.armed.Store(true)
+	type result struct {
+		n   int
+		err error
+	}
+	moved := make(chan result, 1)
+	go func() {
+		n, err := q.moveHeld(false)
+		moved <- result{n, err}
+	}()
+	watchdog("the move's sync", gate.entered)
+
+	// The move's sync is held: a receiver and a deleter go on.
+	done := make(chan struct{})
+	var got Message
+	var ok bool
+	var rerr, derr error
+	go func() {
+		defer close(done)
+		derr = q.Delete(inFlight)
+		got, ok, rerr = q.TryReceive()
+	}()
+	watchdog("a Delete and a Receive while a move waits for its sync", done)
+	if derr != nil || rerr != nil || !ok || got.Offset != ready || string(got.Body) != "ready" {
+		t.Fatalf("beside the move: delete %v; receive %v %v %+v, want offset %d", derr, ok, rerr, got, ready)
+	}
+	q.mu.Lock()
+	head := q.t.Head()
+	q.mu.Unlock()
+	if head > stuck {
+		t.Fatalf("head %d passed the moved message's original %d before its copy was durable", head, stuck)
+	}
+
+	// A Delete of the moved message waits for its copy's sync.
+	deleted := make(chan error, 1)
+	go func() { deleted <- q.Delete(stuck) }()
+	watchdog("the Delete of the moved message waiting for its copy", gate.entered)
+	free()
+	var res result
+	select {
+	case res = <-moved:
+	case <-time.After(time.Minute):
+		t.Fatal("the move did not end after its sync was let go")
+	}
+	if res.n != 1 || res.err != nil {
+		t.Fatalf("move: %d, %v; want 1 moved", res.n, res.err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("Delete of the moved message: %v", err)
+	}
+	gate.armed.Store(false)
+	if err := q.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	q.ck.mu.Unlock()
+	locked = false
+	if st := q.Stats(); st.Moved != 1 || st.Head <= stuck || st.Messages != 1 {
+		t.Fatalf("after the move: %+v", st)
+	}
+	dir := q.Dir()
+	mustCloseQueue(t, q)
+	q = openTestQueue(t, dir, clock)
+	defer mustCloseQueue(t, q)
+	if ms := drain(t, q); len(ms) != 1 || ms[0].Offset != ready {
+		t.Fatalf("after a restart: %+v, want only %d", ms, ready)
+	}
+}
+
+// Open finds moved copies through the index queue.head keeps of them, and
+// through the log when that index is missing (a file of version 3),
+// damaged, or disagrees with the log: the same messages come back each
+// time, the moved one by its offset, and a damaged index costs only the
+// index (the head stays trusted).
+func TestOpenFindsMovedCopiesThroughHeadIndex(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	q := openTestQueue(t, dir, clock, func(o *Options) { o.Visibility = time.Hour })
+	stuck := mustSend(t, q, "stuck")
+	if m, ok := tryRecv(t, q); !ok || m.Offset != stuck {
+		t.Fatalf("stuck: %v %+v", ok, m)
+	}
+	fillPast(t, q, clock, 1500)
+	want := map[uint64]string{stuck: "stuck"}
+	var backlog []uint64
+	for i := range 40 {
+		body := fmt.Sprint("backlog ", i)
+		off := mustSend(t, q, body)
+		want[off] = body
+		backlog = append(backlog, off)
+	}
+	if st := q.Stats(); st.Moved == 0 || st.Head <= stuck {
+		t.Fatalf("no move: %+v", st)
+	}
+	mustCloseQueue(t, q)
+	b, err := os.ReadFile(filepath.Join(dir, headName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, idx, err := readHeadIndexed(dir)
+	if err != nil || b[0] != headVersion || !idx.ok || len(idx.runs) == 0 {
+		t.Fatalf("queue.head version %d: %+v %+v %v, want an index of the copies", b[0], h, idx, err)
+	}
+	lie := func(runs ...[2]uint64) []byte {
+		return encodeHeadIndexed(h, movedIndex{runs: runs, ok: true})
+	}
+	damaged := slices.Clone(b)
+	damaged[headSize+1] ^= 0x40
+	cases := []struct {
+		name string
+		head []byte
+		from string
+	}{
+		{"index", b, "queue.head index"},
+		{"version 3", encodeHead(h), "log (no index (queue.head of an older version))"},
+		{"index damaged", damaged, "log (index damaged"},
+		{"index names a message that is no copy", lie([2]uint64{backlog[3], backlog[3] + 1}), "log (index disagrees with the log"},
+		{"index past the end", lie([2]uint64{h.end, h.end + 1}), "log (index disagrees with the log"},
+	}
+	for _, c := range cases {
+		d := t.TempDir()
+		copyTree(t, dir, d)
+		if err := os.WriteFile(filepath.Join(d, headName), c.head, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		q := openTestQueue(t, d, clock)
+		rec := q.Recovery()
+		if rec.HeadFrom != "checkpoint" || rec.Head != h.head || !strings.HasPrefix(rec.MovedFrom, c.from) {
+			t.Errorf("%s: head from %q at %d, moved from %q; want the checkpoint's %d, moved from %q", c.name, rec.HeadFrom, rec.Head, rec.MovedFrom, h.head, c.from)
+		}
+		got := map[uint64]string{}
+		for {
+			m, ok, err := q.TryReceive()
+			if !ok {
+				break
+			}
+			if err != nil {
+				t.Errorf("%s: offset %d: %v", c.name, m.Offset, err)
+			}
+			if _, dup := got[m.Offset]; dup {
+				t.Errorf("%s: offset %d handed out twice", c.name, m.Offset)
+			}
+			got[m.Offset] = string(m.Body)
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: got %d messages %v, want %d", c.name, len(got), got, len(want))
+		}
+		mustCloseQueue(t, q)
 	}
 }

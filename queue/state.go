@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 
 	"github.com/pagelog/pagelog/engine"
 
@@ -57,6 +58,13 @@ type Recovery struct {
 	ReceiveDamage []string
 	ReceivesLost  uint64
 	DedupIDs      int // deduplication ids rebuilt from the end of the log
+	// MovedFrom tells where open found the moved copies of held messages
+	// (Options.MaxHeldSegments): "queue.head index" (the records its index
+	// names, then the log after its end), or "log (why)" when it read the
+	// log from the head (no index: a queue.head of an older version or of
+	// a store's queue, none, or one damaged; or an index that disagrees
+	// with the log, which is never trusted over it).
+	MovedFrom string
 
 	// Lost counts messages not deleted whose records the message log no
 	// longer holds (its unsynced tail was lost in a power failure under
@@ -127,6 +135,12 @@ func (q *Queue) restore() error {
 		rec.Receives = q.recvs.Recovery()
 		var counts []counted
 		counts, rec.ReceiveRecords, loss = replayReceives(q.recvs, q.t.Head(), q.recvBuckets.add)
+		// A count names a record the message log may have lost since
+		// (a moved copy whose sync a power failure cut short, an
+		// unsynced tail): at or past the end no message has a record,
+		// and a new message there is not the one counted.
+		next := q.log.Next()
+		counts = slices.DeleteFunc(counts, func(c counted) bool { return c.off >= next })
 		q.restored.c = counts
 		rec.ReceiveCounts = len(counts)
 		loss.check("receive-count log", q.recvs.First(), q.recvs.Next(), h.recvs, h.sides)
@@ -156,7 +170,9 @@ func (q *Queue) startHead() (headState, error) {
 			err = fs.ErrNotExist
 		}
 	} else {
-		h, err = readHead(q.dir)
+		var idx movedIndex
+		h, idx, err = readHeadIndexed(q.dir)
+		q.mv.index, q.mv.indexEnd = idx, h.end
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -171,8 +187,10 @@ func (q *Queue) startHead() (headState, error) {
 	}
 	rec.HeadFrom = "checkpoint"
 	// A queue.head of an older version is written again, with the side
-	// logs' spans, at the next checkpoint.
-	q.ck.h, q.ck.written = h, h.sides
+	// logs' spans (and, in a queue's own directory, the index of moved
+	// copies), at the next checkpoint.
+	q.ck.h, q.ck.written = h, h.sides && (q.st != nil || q.mv.index.v4)
+	q.ck.runs = q.mv.index.runs
 	return h, nil // a head below the log's first offset: see skipLost
 }
 

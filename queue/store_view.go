@@ -290,6 +290,18 @@ func (v *storeView) AppendWith(body []byte, attrs *engine.Attrs) (uint64, error)
 }
 
 func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
+	return v.appendBatch(bodies, attrs, v.sh.wait)
+}
+
+// appendBatchNoWait is AppendBatch without the wait for the sync (see
+// messageLog).
+func (v *storeView) appendBatchNoWait(bodies [][]byte, attrs []*engine.Attrs) (uint64, int, error) {
+	return v.appendBatch(bodies, attrs, false)
+}
+
+// appendBatch appends as AppendBatch does and, when wait is set, waits
+// for the records' sync.
+func (v *storeView) appendBatch(bodies [][]byte, attrs []*engine.Attrs, wait bool) (uint64, int, error) {
 	as := make([]engine.Attrs, len(bodies))
 	ptrs := make([]*engine.Attrs, len(bodies))
 	for i := range bodies {
@@ -316,7 +328,7 @@ func (v *storeView) AppendBatch(bodies [][]byte, attrs []*engine.Attrs) (uint64,
 		v.noteAppend()
 	}
 	v.mu.Unlock()
-	if n > 0 && v.sh.wait {
+	if n > 0 && wait {
 		if werr := v.sh.l.WaitDurable(context.Background(), p+uint64(n)-1); werr != nil && err == nil {
 			return off, 0, werr
 		}
