@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/pagelog/pagelog/internal/addrspace"
@@ -175,6 +176,9 @@ func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err e
 		// A new log stores the limit it is given, smaller ones included,
 		// so that readers bound lengths by it.
 		m.MaxRecordBytes = opts.MaxRecordBytes
+	}
+	if err := checkMappable(m, strconv.IntSize); err != nil {
+		return m, stored, false, fmt.Errorf("pagelog: open %s: %w", l.dir, err)
 	}
 	if !l.readOnly && trusted && m != stored || !l.readOnly && newLog {
 		if err := replaceFile(l.dir, metaName, m.encode(), opts.FileMode); err != nil {

@@ -322,7 +322,7 @@ func (s *Segment) openWriter() error {
 		// block below alloc is allocated before the mappings touch it.
 		return err
 	}
-	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
+	if s.ro, err = s.mapReaders(f, w.capacity); err != nil {
 		return err
 	}
 	if s.cfg.Ranges != nil {
@@ -334,7 +334,11 @@ func (s *Segment) openWriter() error {
 			return err
 		}
 	}
-	if s.rw, err = mmapfile.Map(f, int(w.capacity), true); err != nil {
+	size, err := mmapfile.Len(w.capacity)
+	if err != nil {
+		return fmt.Errorf("segment: map %s: %w", f.Name(), err)
+	}
+	if s.rw, err = mmapfile.Map(f, size, true); err != nil {
 		return err
 	}
 	// Large folios: the file system may back the mapping with huge pages,
