@@ -21,6 +21,9 @@ import (
 // reading. Zero Options mean the defaults; for an existing log, zero
 // settings mean those stored in its log.meta.
 func Open(dir string, opts Options) (*Log, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	if opts.ReadOnly {
 		return OpenReadOnly(dir, opts)
 	}
@@ -49,6 +52,9 @@ func Open(dir string, opts Options) (*Log, error) {
 // was doing (appending, rolling, sealing, dropping old segments). A
 // directory that holds no log gets an error wrapping ErrNoLog.
 func OpenReadOnly(dir string, opts Options) (*Log, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}

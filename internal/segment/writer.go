@@ -15,7 +15,6 @@ import (
 	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
-	"golang.org/x/sys/unix"
 )
 
 // writer is the state only the appending goroutine touches.
@@ -217,18 +216,6 @@ func (s *Segment) Activate(base uint64) error {
 	s.publishEnd(0, base)
 	s.w.next, s.w.lastPos = base, -1
 	return nil
-}
-
-// renamed returns f under a new name: a duplicate of its descriptor, named
-// name, with f closed. When the descriptor cannot be duplicated, f keeps its
-// old name.
-func renamed(f *os.File, name string) *os.File {
-	fd, err := unix.Dup(int(f.Fd()))
-	if err != nil {
-		return f
-	}
-	_ = f.Close()
-	return os.NewFile(uintptr(fd), name)
 }
 
 // RemoveFiles removes the files of a segment that was never published (a
