@@ -20,7 +20,6 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/mmapfile"
-	"golang.org/x/sys/unix"
 )
 
 // Streams: how soon a reader sees an append, in this process and in
@@ -348,11 +347,11 @@ func mapAck(tb testing.TB, dir string) *uint64 {
 	if err := f.Truncate(4096); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	m, err := mmapfile.Map(f, 4096, true)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = unix.Munmap(m) })
+	tb.Cleanup(func() { _ = mmapfile.Unmap(m) })
 	return (*uint64)(unsafe.Pointer(&m[0]))
 }
 

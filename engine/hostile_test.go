@@ -41,7 +41,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -1993,12 +1992,7 @@ func hostileSyncRacingTruncate(t *testing.T, dir string) {
 	}
 }
 
-func hostileFileIno(st os.FileInfo) uint64 {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Ino
-	}
-	return 0
-}
+func hostileFileIno(st os.FileInfo) uint64 { return inodeNumber(st) }
 
 // ---------------------------------------------------------------------------
 // TestHostileSettings.

@@ -345,7 +345,7 @@ func queueKillChild(dir string) {
 		}
 	}
 	os.Stdout.Sync()
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	killSelf()
 	select {}
 }
 
