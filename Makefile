@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 60s
 BIN      := bin/pagelog
 
-.PHONY: all build run test unit fmt-check vet deps race bench bench-peers bench-compare fuzz fuzz-smoke crash-long clean
+.PHONY: all build run test unit fmt-check vet deps race bench bench-peers bench-compare fuzz fuzz-smoke crash-long clean cross test-cross
 
 all: build
 
@@ -26,10 +26,27 @@ run: build
 # raftstore and metrics modules' (each its own go.mod). The engine takes
 # about 10 minutes of it on a quiet 2-core machine and three times that
 # at a load of 15-20: the timeout, 45 minutes, only catches a hang.
-test: fmt-check vet deps
+test: fmt-check vet deps cross
 	$(GO) test -race -count=1 -timeout 45m ./...
 	cd raftstore && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd metrics && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+
+# Every platform pagelog builds for (linux/{amd64,arm64,386,arm},
+# darwin/{amd64,arm64}, freebsd/amd64, windows/amd64): go build and go
+# vet (test files included) of the root module, raftstore, metrics and
+# bench/peers. Cross-compiling only; `make test` runs it first.
+cross:
+	./scripts/crossbuild.sh
+
+# The test suites of the root module, raftstore and metrics run for
+# linux/arm64 and linux/arm (32-bit) under qemu-user, in -short mode (the
+# crash and stress tests at their small sizes; a full-size run takes hours
+# under emulation), one package at a time. It installs and registers
+# qemu-user-static and binfmt-support when missing (root). linux/386 is
+# built and vetted but not run here (see scripts/testcross.sh).
+# ARCHES="arm64" runs one of them.
+test-cross:
+	./scripts/testcross.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

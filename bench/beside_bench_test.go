@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -126,7 +125,7 @@ func startWriter(b *testing.B, dir string) (stop func()) {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), writerEnv+"="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithParent()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)

@@ -10,16 +10,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/pagelog/pagelog/engine"
-	"golang.org/x/sys/unix"
+	"github.com/pagelog/pagelog/mmapfile"
 )
 
 // Streams: how soon a reader sees an append, in this process and in
@@ -167,6 +167,9 @@ func BenchmarkWake(b *testing.B) {
 			role := mech
 			if mech == "futex" {
 				role = "block"
+			}
+			if mech == "inotify" && runtime.GOOS != "linux" {
+				b.Skip("inotify is Linux's")
 			}
 			visibilityOther(b, role, 200*time.Microsecond)
 		})
@@ -323,7 +326,7 @@ func BenchmarkCursorCommit(b *testing.B) {
 			if _, err := f.WriteAt(buf, int64(i%2)*32); err != nil {
 				b.Fatal(err)
 			}
-			if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			if err := mmapfile.Datasync(f); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(start))
@@ -344,11 +347,11 @@ func mapAck(tb testing.TB, dir string) *uint64 {
 	if err := f.Truncate(4096); err != nil {
 		tb.Fatal(err)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	m, err := mmapfile.Map(f, 4096, true)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = unix.Munmap(m) })
+	tb.Cleanup(func() { _ = mmapfile.Unmap(m) })
 	return (*uint64)(unsafe.Pointer(&m[0]))
 }
 
@@ -366,7 +369,7 @@ func startStreamChild(b *testing.B, role, dir string, n int) *streamChild {
 	c.cmd = exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
 	c.cmd.Env = append(os.Environ(), streamEnv+"="+role, streamDirEnv+"="+dir, streamNEnv+"="+strconv.Itoa(n))
 	c.cmd.Stderr = &c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.cmd.SysProcAttr = dieWithParent()
 	out, err := c.cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -430,12 +433,9 @@ func runStreamChild(role string) int {
 		return fail(err)
 	}
 	defer l.Close()
-	var inotify int = -1
+	var waitPoke func() error
 	if role == "inotify" {
-		if inotify, err = unix.InotifyInit1(unix.IN_CLOEXEC); err != nil {
-			return fail(err)
-		}
-		if _, err := unix.InotifyAddWatch(inotify, filepath.Join(dir, "poke"), unix.IN_MODIFY); err != nil {
+		if waitPoke, err = watchWrites(filepath.Join(dir, "poke")); err != nil {
 			return fail(err)
 		}
 	}
@@ -449,7 +449,6 @@ func runStreamChild(role string) int {
 		return fail(err)
 	}
 	ctx := context.Background()
-	events := make([]byte, 4096)
 	var w [8]byte
 	lat := make([]time.Duration, 0, n)
 	for off := uint64(0); off < uint64(n); off++ {
@@ -460,7 +459,7 @@ func runStreamChild(role string) int {
 			}
 		case "inotify":
 			for off >= l.Next() {
-				if _, err := unix.Read(inotify, events); err != nil && err != unix.EINTR {
+				if err := waitPoke(); err != nil {
 					return fail(err)
 				}
 			}

@@ -19,7 +19,6 @@ import (
 	"github.com/pagelog/pagelog/internal/checkpoint"
 	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
-	"golang.org/x/sys/unix"
 )
 
 // Cursor position files (cursors/<name> in the log's directory).
@@ -149,6 +148,9 @@ func checkCursorName(name string) error {
 // read-only and never written; the cursor's file is created under
 // dir/cursors/.
 func OpenCursor(dir, name string, o CursorOptions) (*Cursor, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	if err := checkCursorName(name); err != nil {
 		return nil, err
 	}
@@ -203,7 +205,7 @@ func (c *Cursor) open(dir string) error {
 		return fmt.Errorf("pagelog: cursor %s: %w", c.name, err)
 	}
 	c.f = f
-	if err := flockNB(f); errors.Is(err, unix.EWOULDBLOCK) {
+	if err := flockNB(f); errors.Is(err, errWouldBlock) {
 		return fmt.Errorf("%w: cursor %q of %s is open elsewhere", ErrLocked, c.name, dir)
 	} else if err != nil {
 		return fmt.Errorf("pagelog: cursor %s: lock: %w", c.name, err)
@@ -732,14 +734,4 @@ func readCursorFile(d *os.File, name string) ([]byte, error) {
 		return nil, err
 	}
 	return b[:n], nil
-}
-
-// flockNB takes an exclusive flock on f without waiting.
-func flockNB(f *os.File) error {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

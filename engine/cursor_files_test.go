@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
@@ -61,7 +60,7 @@ func TestCursorRefusesAFIFOInPlaceOfItsFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, cursorDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(filepath.Join(dir, cursorDir, "c"), 0o600); err != nil {
+	if err := mkfifo(filepath.Join(dir, cursorDir, "c")); err != nil {
 		t.Fatal(err)
 	}
 	err := returns(t, "OpenCursor", func() error {

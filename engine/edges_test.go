@@ -566,7 +566,7 @@ func TestIndexIntervalChange(t *testing.T) {
 		checkAll(t, l, 0, sizes)
 		_ = l.Close()
 	}
-	for _, o := range []Options{{IndexIntervalBytes: 1 << 32}, {IndexIntervalBytes: -1}, {SyncInterval: -1},
+	for _, o := range []Options{{IndexIntervalBytes: intervalOverLimit()}, {IndexIntervalBytes: -1}, {SyncInterval: -1},
 		{SegmentBytes: -1}, {MaxRecordBytes: -5}, {FileMode: os.ModeDir | 0o600}} {
 		_, err := Open(t.TempDir(), o)
 		if !errors.Is(err, ErrBadOptions) || !strings.Contains(err.Error(), "(0:") && !strings.Contains(err.Error(), "bits") {

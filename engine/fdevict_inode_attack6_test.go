@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,7 +21,7 @@ func a6iIno(path string) uint64 {
 	if err != nil {
 		return 0
 	}
-	return st.Sys().(*syscall.Stat_t).Ino
+	return inodeNumber(st)
 }
 
 // a6iBody is the body of a record at off of n bytes in generation gen.

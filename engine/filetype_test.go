@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,7 +64,7 @@ func TestOpenRefusesAFIFOInPlaceOfAFile(t *testing.T) {
 			dir := closedLog(t)
 			path := filepath.Join(dir, name)
 			_ = os.Remove(path)
-			if err := syscall.Mkfifo(path, 0o600); err != nil {
+			if err := mkfifo(path); err != nil {
 				t.Fatal(err)
 			}
 			err := returns(t, "Open", func() error { return openAndClose(dir, Options{}) })

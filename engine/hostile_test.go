@@ -41,7 +41,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -1993,12 +1992,7 @@ func hostileSyncRacingTruncate(t *testing.T, dir string) {
 	}
 }
 
-func hostileFileIno(st os.FileInfo) uint64 {
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Ino
-	}
-	return 0
-}
+func hostileFileIno(st os.FileInfo) uint64 { return inodeNumber(st) }
 
 // ---------------------------------------------------------------------------
 // TestHostileSettings.
@@ -2023,16 +2017,16 @@ func TestHostileSettings(t *testing.T) {
 		{"SegmentBytes=1", Options{SegmentBytes: 1}, ""},
 		{"SegmentBytes=16", Options{SegmentBytes: 16}, ""},
 		{"SegmentBytes=17", Options{SegmentBytes: 17}, ""},
-		{"SegmentBytes=MaxSegmentBytes", Options{SegmentBytes: MaxSegmentBytes}, ""},
-		{"SegmentBytes=MaxSegmentBytes+1", Options{SegmentBytes: MaxSegmentBytes + 1}, "SegmentBytes"},
+		{"SegmentBytes=MaxSegmentBytes", Options{SegmentBytes: maxSegmentBytesHere}, ""},
+		{"SegmentBytes=MaxSegmentBytes+1", Options{SegmentBytes: maxSegmentBytesHere + 1}, "SegmentBytes"},
 		{"SegmentBytes=-1", Options{SegmentBytes: -1}, "SegmentBytes"},
 		{"SegmentBytes=MinInt64", Options{SegmentBytes: math.MinInt64}, "SegmentBytes"},
 		{"IndexIntervalBytes=0", Options{IndexIntervalBytes: 0}, ""},
 		// With the default 64 MiB segments an interval of 1 byte preallocates
 		// 80 MiB of index files, which Verify reads whole: 3 s under -race.
 		{"IndexIntervalBytes=1", Options{IndexIntervalBytes: 1, SegmentBytes: 1 << 20}, ""},
-		{"IndexIntervalBytes=1<<32-1", Options{IndexIntervalBytes: 1<<32 - 1}, ""},
-		{"IndexIntervalBytes=1<<32", Options{IndexIntervalBytes: 1 << 32}, "IndexIntervalBytes"},
+		{"IndexIntervalBytes=1<<32-1", Options{IndexIntervalBytes: maxIntervalHere}, ""},
+		{"IndexIntervalBytes=1<<32", Options{IndexIntervalBytes: intervalOverLimit()}, "IndexIntervalBytes"},
 		{"IndexIntervalBytes=-1", Options{IndexIntervalBytes: -1}, "IndexIntervalBytes"},
 		{"MaxRecordBytes=1", Options{MaxRecordBytes: 1}, ""},
 		{"MaxRecordBytes=max", Options{MaxRecordBytes: maxBodyLimit}, ""},
@@ -2274,7 +2268,7 @@ func hostileChangeSettings(f *hostileFails, dir string, unclean bool) {
 	for _, o := range []Options{
 		{IndexIntervalBytes: 4096},
 		{IndexIntervalBytes: 1},
-		{IndexIntervalBytes: 1<<32 - 1},
+		{IndexIntervalBytes: maxIntervalHere},
 		{IndexIntervalBytes: 300, SegmentBytes: 1},
 		{SegmentBytes: 64 << 10},
 		{},

@@ -15,6 +15,15 @@ import (
 
 const lockName = "LOCK"
 
+// Supported returns nil: pagelog runs on this system. (On Windows it
+// returns an error matching errors.ErrUnsupported, and every Open fails
+// with it.)
+func Supported() error { return nil }
+
+// errWouldBlock is what flockNB returns when another open file holds the
+// lock.
+var errWouldBlock error = unix.EWOULDBLOCK
+
 // lockDir takes an exclusive, non-blocking flock on dir/LOCK. The lock is
 // held by the open file and dropped when it is closed (or the process
 // dies), so a crash never leaves a stale lock behind.
@@ -57,4 +66,14 @@ func fileKey(st os.FileInfo) [2]uint64 {
 		return [2]uint64{uint64(sys.Dev), uint64(sys.Ino)}
 	}
 	return [2]uint64{}
+}
+
+// flockNB takes an exclusive flock on f without waiting.
+func flockNB(f *os.File) error {
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }

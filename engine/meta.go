@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"sync"
 
@@ -60,12 +61,12 @@ func decodeMeta(b []byte) (meta, error) {
 	}
 	m := meta{
 		SegmentBytes:       int64(binary.BigEndian.Uint64(b[1:])),
-		IndexIntervalBytes: int(binary.BigEndian.Uint32(b[9:])),
+		IndexIntervalBytes: intervalFromMeta(binary.BigEndian.Uint32(b[9:]), math.MaxInt),
 		MaxRecordBytes:     int(binary.BigEndian.Uint32(b[13:])),
 		FirstOffset:        binary.BigEndian.Uint64(b[17:]),
 	}
 	if m.SegmentBytes <= 0 || m.SegmentBytes > MaxSegmentBytes || m.MaxRecordBytes <= 0 || m.MaxRecordBytes > maxBodyLimit ||
-		m.IndexIntervalBytes > maxIndexInterval || m.FirstOffset == maxOffset {
+		int64(m.IndexIntervalBytes) > maxIndexInterval || m.FirstOffset == maxOffset {
 		return meta{}, &checkpoint.BadFileError{Name: metaName, Why: fmt.Sprintf("impossible settings %+v", m)}
 	}
 	return m, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/pagelog/pagelog/internal/addrspace"
@@ -20,6 +21,9 @@ import (
 // reading. Zero Options mean the defaults; for an existing log, zero
 // settings mean those stored in its log.meta.
 func Open(dir string, opts Options) (*Log, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	if opts.ReadOnly {
 		return OpenReadOnly(dir, opts)
 	}
@@ -48,6 +52,9 @@ func Open(dir string, opts Options) (*Log, error) {
 // was doing (appending, rolling, sealing, dropping old segments). A
 // directory that holds no log gets an error wrapping ErrNoLog.
 func OpenReadOnly(dir string, opts Options) (*Log, error) {
+	if err := Supported(); err != nil {
+		return nil, err
+	}
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -175,6 +182,9 @@ func (l *Log) settings(bases []uint64) (m meta, stored meta, trusted bool, err e
 		// A new log stores the limit it is given, smaller ones included,
 		// so that readers bound lengths by it.
 		m.MaxRecordBytes = opts.MaxRecordBytes
+	}
+	if err := checkMappable(m, strconv.IntSize); err != nil {
+		return m, stored, false, fmt.Errorf("pagelog: open %s: %w", l.dir, err)
 	}
 	if !l.readOnly && trusted && m != stored || !l.readOnly && newLog {
 		if err := replaceFile(l.dir, metaName, m.encode(), opts.FileMode); err != nil {

@@ -51,7 +51,9 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxRecordBytes     = 1 << 20
 	DefaultSyncInterval       = 100 * time.Millisecond
-	DefaultMaxMappedSegments  = 128
+	// DefaultMaxMappedSegments is 128 in a 64-bit process and 8 in a
+	// 32-bit one, whose whole address space is 4 GiB (see limits.go).
+	DefaultMaxMappedSegments = 128 - 120*is32bit
 	// MaxSegmentBytes: positions are 4-byte fields in the index.
 	MaxSegmentBytes = 1<<32 - 1
 )
@@ -111,7 +113,7 @@ type Options struct {
 	WaitSpin time.Duration
 
 	// MaxMappedSegments bounds the sealed segments kept mapped at once
-	// (default 128): sealed segments are mapped when first read, not at
+	// (default 128; 8 in a 32-bit process): sealed segments are mapped when first read, not at
 	// Open, and the least recently used one that no reader holds is
 	// unmapped when a new one is mapped, or one is sealed by a roll, past
 	// the bound (then mapped again when next read). The active segment,
@@ -194,13 +196,17 @@ func (o Options) validate() error {
 		return fmt.Errorf("%w: %s %v outside [0, %v] (0: %s)", ErrBadOptions, name, v, hi, zero)
 	}
 	const stored = "the stored value, or the default for a new log"
+	mappable := ""
+	if is32bit == 1 {
+		mappable = "; a 32-bit process maps at most 1 GiB per segment"
+	}
 	switch {
-	case o.SegmentBytes < 0 || o.SegmentBytes > MaxSegmentBytes:
-		return bad("SegmentBytes", o.SegmentBytes, int64(MaxSegmentBytes), stored)
+	case o.SegmentBytes < 0 || o.SegmentBytes > maxSegmentBytesHere:
+		return bad("SegmentBytes", o.SegmentBytes, int64(maxSegmentBytesHere), stored+mappable)
 	case o.IndexIntervalBytes < 0 || int64(o.IndexIntervalBytes) > maxIndexInterval:
 		return bad("IndexIntervalBytes", o.IndexIntervalBytes, int64(maxIndexInterval), stored)
-	case o.MaxRecordBytes < 0 || o.MaxRecordBytes > maxBodyLimit:
-		return bad("MaxRecordBytes", o.MaxRecordBytes, maxBodyLimit, stored)
+	case o.MaxRecordBytes < 0 || o.MaxRecordBytes > maxRecordBytesHere:
+		return bad("MaxRecordBytes", o.MaxRecordBytes, maxRecordBytesHere, stored+mappable)
 	case o.SyncInterval < 0:
 		return bad("SyncInterval", o.SyncInterval, time.Duration(math.MaxInt64), "100ms")
 	case o.RetentionBytes < 0:

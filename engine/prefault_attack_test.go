@@ -8,9 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
@@ -244,28 +241,6 @@ func TestPrefaultAttackIndexEntries(t *testing.T) {
 			})
 		}
 	}
-}
-
-// residentPages counts the pages of the mappings of path in this process
-// that are in memory (mincore), and the pages of those mappings.
-func residentPages(t *testing.T, path string) (in, all int) {
-	t.Helper()
-	for _, m := range procMaps(t) {
-		if m.path != path {
-			continue
-		}
-		n := int(m.end-m.start) / unix.Getpagesize()
-		vec := make([]byte, n)
-		_, _, errno := unix.Syscall(unix.SYS_MINCORE, m.start, m.end-m.start, uintptr(unsafe.Pointer(&vec[0])))
-		if errno != 0 {
-			t.Fatal(errno)
-		}
-		for _, v := range vec {
-			in += int(v & 1)
-		}
-		all += n
-	}
-	return in, all
 }
 
 // Segments made from dropped files get their index pages faulted in too.

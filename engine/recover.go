@@ -43,6 +43,9 @@ type RecoverReport struct {
 // A directory that holds no log is refused with ErrNoLog: Recover never
 // creates a log.
 func Recover(dir string, opts Options, ro RecoverOptions) (RecoverReport, error) {
+	if err := Supported(); err != nil {
+		return RecoverReport{}, err
+	}
 	if err := opts.validate(); err != nil {
 		return RecoverReport{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ func fileInode(t *testing.T, p string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.Sys().(*syscall.Stat_t).Ino
+	return inodeNumber(st)
 }
 
 // A power failure after a reused file was named as the active segment but

@@ -684,7 +684,7 @@ func TestRecycleSwapAttackFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		room := 2*o.SegmentBytes + int64(spare)*o.SegmentBytes/2
-		if free := int64(st.Bavail) * st.Bsize; free > room {
+		if free := int64(st.Bavail) * int64(st.Bsize); free > room {
 			if err := os.WriteFile(ballast, make([]byte, free-room), 0o600); err != nil {
 				t.Fatal(err)
 			}

@@ -119,9 +119,8 @@ func a9Blocks(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
-		var st syscall.Stat_t
-		if syscall.Stat(filepath.Join(dir, e.Name()), &st) == nil {
-			out = append(out, fmt.Sprintf("%s:%dK", e.Name(), st.Blocks/2))
+		if st, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
+			out = append(out, fmt.Sprintf("%s:%dK", e.Name(), blocksOf(st)/1024))
 		}
 	}
 	return out

@@ -28,7 +28,7 @@ func diskBytes(t *testing.T, dir string) int64 {
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		n += st.Sys().(*syscall.Stat_t).Blocks * 512
+		n += blocksOf(st)
 	}
 	return n
 }

@@ -80,5 +80,5 @@ func span(lo, hi uint64) uint64 {
 }
 
 func clampRecv(n int) uint32 {
-	return uint32(min(max(n, 0), math.MaxUint32))
+	return uint32(min(max(int64(n), 0), math.MaxUint32))
 }

@@ -8,9 +8,10 @@ import (
 	"unsafe"
 )
 
-// Portable fallbacks for Unix systems other than Linux: no fallocate, no
-// FALLOC_FL_ZERO_RANGE, no fdatasync. They keep the same promises, more
-// slowly.
+// Portable fallbacks for Unix systems other than Linux: no huge-page
+// advice, no FALLOC_FL_ZERO_RANGE. They keep the same promises, more
+// slowly. Allocate, Datasync and DsyncFlag are in mmap_darwin.go,
+// mmap_freebsd.go and mmap_fallback.go.
 
 // HugePage is not available here; Advise ignores it.
 const HugePage Advice = -1
@@ -24,15 +25,5 @@ func Populate(b []byte, off, n int) error {
 	return nil
 }
 
-// Allocate extends f with zeros written to the disk.
-func Allocate(f *os.File, off, n int64) error { return allocateByWrite(f, off, n) }
-
 // ZeroRange writes zeros over f[off:off+n].
 func ZeroRange(f *os.File, off, n int64) error { return writeZeros(f, off, n) }
-
-// Datasync flushes f with fsync.
-func Datasync(f *os.File) error { return f.Sync() }
-
-// DsyncFlag is O_SYNC here (not every system has O_DSYNC): it promises
-// more than O_DSYNC, the written range durable when the write returns.
-const DsyncFlag = os.O_SYNC

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -139,7 +138,7 @@ func logFiles(t *testing.T, dir string) map[uint64]uint64 {
 		if err != nil {
 			continue // dropped meanwhile
 		}
-		files[base] = st.Sys().(*syscall.Stat_t).Ino
+		files[base] = inodeNumber(st)
 	}
 	return files
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func headIno(t *testing.T, dir string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.Sys().(*syscall.Stat_t).Ino
+	return inodeNumber(st)
 }
 
 // ckTimer returns the checkpoint timer now set: checkpointEarly replaces
@@ -436,7 +435,7 @@ func dirState(t *testing.T, dir string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "%s %d %d %d\n", p[len(dir):], fi.Size(), fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s %d %d %d\n", p[len(dir):], fi.Size(), inodeNumber(fi), fi.ModTime().UnixNano())
 		return nil
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func TestOpenNeverOverwritesANewerHeadCheckpoint(t *testing.T) {
 func TestOpenRefusesWhatIsNotAFileInPlaceOfTheHeadCheckpoint(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "outside")
 	for name, plant := range map[string]func(path string) error{
-		"a FIFO":          func(path string) error { return syscall.Mkfifo(path, 0o600) },
+		"a FIFO":          func(path string) error { return mkfifo(path) },
 		"a directory":     func(path string) error { return os.Mkdir(path, 0o700) },
 		"a symbolic link": func(path string) error { return os.Symlink(outside, path) },
 	} {

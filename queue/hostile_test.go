@@ -1607,7 +1607,7 @@ func TestHostileStaleBodyNewQueueSamePath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st.Sys().(*syscall.Stat_t).Ino
+		return inodeNumber(st)
 	}
 	q := openTestQueue(t, path, clock)
 	for i := range 50 {

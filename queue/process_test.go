@@ -122,7 +122,7 @@ func poisonChild(dir, syncName string) {
 			continue
 		}
 		if string(m.Body) == "poison" {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			killSelf()
 			select {}
 		}
 		if err := q.Delete(m.Offset); err != nil {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -247,8 +246,7 @@ func vmSize(t *testing.T) int64 {
 // 2400000): it used to fail with ENOMEM on the 15th.
 func TestQueueCyclesUnderAddressLimit(t *testing.T) {
 	if dir := os.Getenv("PAGELOG_QUEUE_VLIMIT_DIR"); dir != "" {
-		lim := syscall.Rlimit{Cur: 2400000 << 10, Max: 2400000 << 10}
-		if err := syscall.Setrlimit(syscall.RLIMIT_AS, &lim); err != nil {
+		if err := limitAddressSpace(2400000 << 10); err != nil {
 			fmt.Println("setrlimit:", err)
 			os.Exit(3)
 		}

@@ -212,6 +212,9 @@ func Open(dir string, opts Options) (*Queue, error) {
 }
 
 func open(dir string, opts Options, owner *Queue) (*Queue, error) {
+	if err := engine.Supported(); err != nil {
+		return nil, err
+	}
 	opts, err := opts.withDefaults(dir)
 	if err != nil {
 		return nil, err

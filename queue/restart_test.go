@@ -354,7 +354,7 @@ func queueKillChild(dir string) {
 		}
 	}
 	os.Stdout.Sync()
-	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	killSelf()
 	select {}
 }
 

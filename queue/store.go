@@ -234,6 +234,9 @@ func (o StoreOptions) queueOptions() (Options, error) {
 // reported (Recovery), or, where stepping over it could lose a message or
 // hand it to another queue, an error.
 func OpenStore(dir string, o StoreOptions) (*Store, error) {
+	if err := engine.Supported(); err != nil {
+		return nil, err
+	}
 	qo, err := o.queueOptions()
 	if err != nil {
 		return nil, err

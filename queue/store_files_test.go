@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -301,7 +300,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 			add(rel+"/removed", func(dir string) error { return os.Remove(filepath.Join(dir, rel)) })
 			add(rel+"/fifo", func(dir string) error {
 				p := filepath.Join(dir, rel)
-				return errors.Join(os.Remove(p), syscall.Mkfifo(p, 0o600))
+				return errors.Join(os.Remove(p), mkfifo(p))
 			})
 			add(rel+"/symlink", func(dir string) error {
 				p := filepath.Join(dir, rel)
@@ -343,7 +342,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 		})
 		add(sub+"/fifo", func(dir string) error {
 			p := filepath.Join(dir, sub)
-			return errors.Join(os.RemoveAll(p), syscall.Mkfifo(p, 0o600))
+			return errors.Join(os.RemoveAll(p), mkfifo(p))
 		})
 		add(sub+"/symlink", func(dir string) error {
 			p := filepath.Join(dir, sub)

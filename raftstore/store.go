@@ -112,6 +112,9 @@ var (
 // error (raft's term and vote must never be forgotten); a damaged
 // raft.bounds is reported in Recovery and ignored.
 func Open(dir string, o Options) (*Store, error) {
+	if err := engine.Supported(); err != nil {
+		return nil, err
+	}
 	if o.Log.ReadOnly {
 		return nil, fmt.Errorf("%w: raftstore: a store cannot be opened read-only", engine.ErrBadOptions)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestOffsetsPutEntry(t *testing.T) {
 	if got := x.Buf[8:16]; string(got) != "\xde\xad\xbe\xef\x01\x02\x03\x04" {
 		t.Errorf("entry 1 bytes % x", got)
 	}
-	for _, i := range []int{-1, 3, 1 << 40} {
+	for _, i := range []int{-1, 3, math.MaxInt} {
 		if err := x.Put(i, 9, 9); !errors.Is(err, io.ErrShortBuffer) {
 			t.Errorf("Put(%d) = %v, want io.ErrShortBuffer", i, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -231,11 +230,11 @@ func benchLimits(work string) ([]benchFig, error) {
 	if _, err := f.WriteAt(make([]byte, area), 0); err != nil {
 		return nil, err
 	}
-	m, err := syscall.Mmap(int(f.Fd()), 0, area, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	m, err := mapShared(f, area)
 	if err != nil {
 		return nil, err
 	}
-	defer syscall.Munmap(m)
+	defer unmap(m)
 	for i := 0; i < area; i += os.Getpagesize() {
 		m[i] = 1 // fault every page in, writable, before timing
 	}

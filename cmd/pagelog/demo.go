@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
 )
@@ -137,11 +135,10 @@ func (d *demo) recordBytes() int64 { return int64(d.messages) * int64(d.size+16)
 // checkSpace refuses to start when the file system holds less than three
 // times the data: the log, the queue, their indexes and preallocated tails.
 func (d *demo) checkSpace() error {
-	var st unix.Statfs_t
-	if err := unix.Statfs(d.dir, &st); err != nil {
-		return fmt.Errorf("statfs %s: %w", d.dir, err)
+	free, err := freeBytes(d.dir)
+	if err != nil {
+		return err
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
 	need := 3 * d.recordBytes()
 	if free < need {
 		return fmt.Errorf("not enough disk space in %s: %s of records needs %s free, %s available (use --messages, --size or --dir)",

@@ -6,8 +6,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // isTerminal reports whether w is a terminal (so that a progress bar made
@@ -17,8 +15,7 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), ioctlReadTermios)
-	return err == nil
+	return isTerminalFile(f)
 }
 
 // progress draws a one-line bar, redrawn in place at most every tick.

@@ -22,7 +22,6 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/queue"
-	"golang.org/x/sys/unix"
 )
 
 // queueCommands are the subcommands of `pagelog queue`.
@@ -628,7 +627,7 @@ func progressPrinter(step int64) func(cycles int64, elapsed time.Duration) {
 // SIGBUS at a store through the mapping. Without create the file is the
 // one the parent made, of that size.
 func mapMarks(path string, n int, create bool) ([]uint32, error) {
-	flag := os.O_RDWR | unix.O_NOFOLLOW
+	flag := os.O_RDWR | oNoFollow
 	if create {
 		flag |= os.O_CREATE | os.O_TRUNC
 	}
@@ -646,7 +645,7 @@ func mapMarks(path string, n int, create bool) ([]uint32, error) {
 	} else if st.Size() != int64(4*n) {
 		return nil, fmt.Errorf("marks file %s: %d bytes, not the %d the parent made", path, st.Size(), 4*n)
 	}
-	b, err := unix.Mmap(int(f.Fd()), 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	b, err := mapShared(f, 4*n)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", path, err)
 	}
@@ -654,7 +653,7 @@ func mapMarks(path string, n int, create bool) ([]uint32, error) {
 }
 
 func unmapMarks(marks []uint32) error {
-	return unix.Munmap(unsafe.Slice((*byte)(unsafe.Pointer(&marks[0])), 4*len(marks)))
+	return unmap(unsafe.Slice((*byte)(unsafe.Pointer(&marks[0])), 4*len(marks)))
 }
 
 // queueWorkers are the 4 goroutines of the demo's queue phase: each sends

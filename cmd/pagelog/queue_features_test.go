@@ -12,11 +12,12 @@ import (
 
 // TestQueueCLIDelay: send --delay hides the messages until their due time
 // (stored in whole milliseconds, rounded up); receive --wait gets them
-// then.
+// then. The delay, 2 s, leaves the three commands before the check time
+// to run on a slow machine (under qemu they took more than 300 ms).
 func TestQueueCLIDelay(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "q")
 	sent := time.Now()
-	mustRun(t, "later\n", "queue", "send", "--dir", dir, "--delay", "300ms")
+	mustRun(t, "later\n", "queue", "send", "--dir", dir, "--delay", "2s")
 	mustRun(t, "now\n", "queue", "send", "--dir", dir)
 	if r := mustRun(t, "", "queue", "receive", "--dir", dir, "--count", "5"); r.stdout != "1\tnow\n" {
 		t.Fatalf("receive before the due time printed %q", r.stdout)
@@ -29,8 +30,8 @@ func TestQueueCLIDelay(t *testing.T) {
 		}
 		return true
 	})
-	if due.Before(sent.Add(300*time.Millisecond)) || due.After(time.Now().Add(300*time.Millisecond)) || due.UnixMilli()*1e6 != due.UnixNano() {
-		t.Fatalf("due time %v, sent at %v with a 300 ms delay", due, sent)
+	if due.Before(sent.Add(2*time.Second)) || due.After(time.Now().Add(2*time.Second)) || due.UnixMilli()*1e6 != due.UnixNano() {
+		t.Fatalf("due time %v, sent at %v with a 2 s delay", due, sent)
 	}
 	r := mustRun(t, "", "queue", "receive", "--dir", dir, "--wait", "10s")
 	if r.stdout != "0\tlater\n" || time.Now().Before(due) {

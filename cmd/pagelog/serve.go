@@ -388,8 +388,5 @@ func isQueueDir(dir string) bool {
 }
 
 func dirID(fi os.FileInfo) [2]uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return [2]uint64{uint64(st.Dev), st.Ino}
-	}
-	return [2]uint64{}
+	return fileID(fi)
 }

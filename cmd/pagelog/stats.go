@@ -216,11 +216,7 @@ func diskBytes(dir string) (int64, error) {
 		} else if err != nil {
 			return err
 		}
-		if sys, ok := info.Sys().(*syscall.Stat_t); ok {
-			n += sys.Blocks * 512
-		} else {
-			n += info.Size()
-		}
+		n += allocatedBytes(info)
 		return nil
 	})
 	return n, err

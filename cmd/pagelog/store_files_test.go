@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -23,7 +22,7 @@ func TestStoreCommandsOnDamagedStoreFilesFinishWithoutACrash(t *testing.T) {
 		"removed": func(dir, sub string) error { return os.RemoveAll(filepath.Join(dir, sub)) },
 		"a FIFO": func(dir, sub string) error {
 			p := filepath.Join(dir, sub)
-			return errors.Join(os.RemoveAll(p), syscall.Mkfifo(p, 0o600))
+			return errors.Join(os.RemoveAll(p), mkfifo(p))
 		},
 		"a file": func(dir, sub string) error {
 			p := filepath.Join(dir, sub)
@@ -36,7 +35,7 @@ func TestStoreCommandsOnDamagedStoreFilesFinishWithoutACrash(t *testing.T) {
 		},
 		"its segment a FIFO": func(dir, sub string) error {
 			p := filepath.Join(dir, sub, seg)
-			return errors.Join(os.Remove(p), syscall.Mkfifo(p, 0o600))
+			return errors.Join(os.Remove(p), mkfifo(p))
 		},
 		"its segment cut to 7 bytes": func(dir, sub string) error { return os.Truncate(filepath.Join(dir, sub, seg), 7) },
 		"its first record flipped": func(dir, sub string) error {

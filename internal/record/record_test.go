@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestVectorBitflip(t *testing.T) {
 		t.Fatal("bitflip vector is not the good vector with the low bit of byte 25 flipped")
 	}
 	if got := crc32.Checksum(bad[8:53], Table); got != bitflipCRC {
-		t.Fatalf("CRC-32C of bitflip bytes 8..52 = %#x, want %#x", got, bitflipCRC)
+		t.Fatalf("CRC-32C of bitflip bytes 8..52 = %#x, want %#x", got, uint32(bitflipCRC))
 	}
 	if got := crc32.Checksum(good[8:53], Table); got != vectorChecksum {
 		t.Fatalf("CRC-32C of good bytes 8..52 = %#x, want %#x", got, vectorChecksum)
@@ -317,7 +318,7 @@ func TestMaxLength(t *testing.T) {
 		{0, MinLength + MaxSectionSize},
 		{1 << 20, MinLength + MaxSectionSize + 1<<20},
 		{LengthMask, LengthMask},
-		{1 << 40, LengthMask},
+		{math.MaxInt, LengthMask},
 	}
 	for _, c := range cases {
 		if got := MaxLength(c.body); got != c.want {

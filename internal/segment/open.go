@@ -70,7 +70,7 @@ func OpenView(cfg *Config, base, next uint64, h Hint) (*Segment, Recovery, error
 		// follower publishes records the writer appends later without
 		// mapping again (see Follower); no byte past the end of the
 		// verified records is ever read through the mapping.
-		s.ro, err = s.mapReaders(f, int(max(st.Size(), cfg.capacity())))
+		s.ro, err = s.mapReaders(f, max(st.Size(), cfg.capacity()))
 	}
 	if err != nil {
 		s.finish()
@@ -225,7 +225,7 @@ func (s *Segment) mapReadOnly() error {
 			// (by the log's clock) or opened sealed.
 			s.sealedAt.Store(st.ModTime().UnixMilli())
 		}
-		m, err = s.mapReaders(f, int(st.Size()))
+		m, err = s.mapReaders(f, st.Size())
 	}
 	if err != nil {
 		return fmt.Errorf("segment: open: %w", err)
@@ -253,7 +253,13 @@ func (s *Segment) mapReadOnly() error {
 
 // mapReaders maps the .log file read-only for readers; a log whose
 // released mappings are retired (a queue's) reuses retired address ranges.
-func (s *Segment) mapReaders(f *os.File, size int) ([]byte, error) {
+// A size this process cannot map in one piece (a file of 2 GiB or more in
+// a 32-bit process) is an error matching mmapfile.ErrAddressSpace.
+func (s *Segment) mapReaders(f *os.File, size64 int64) ([]byte, error) {
+	size, err := mmapfile.Len(size64)
+	if err != nil {
+		return nil, fmt.Errorf("segment: map %s: %w", f.Name(), err)
+	}
 	if s.cfg.Ranges != nil {
 		return s.cfg.Ranges.Map(f, size)
 	}

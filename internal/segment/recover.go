@@ -287,7 +287,11 @@ func openMapped(path string) (*os.File, []byte, error) {
 		_ = f.Close()
 		return nil, nil, err
 	}
-	m, err := mmapfile.Map(f, int(st.Size()), false)
+	size, err := mmapfile.Len(st.Size())
+	var m []byte
+	if err == nil {
+		m, err = mmapfile.Map(f, size, false)
+	}
 	if err != nil {
 		_ = f.Close()
 		return nil, nil, err

@@ -16,7 +16,6 @@ import (
 	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
-	"golang.org/x/sys/unix"
 )
 
 // writer is the state only the appending goroutine touches.
@@ -249,18 +248,6 @@ func (s *Segment) NameIndexes() error {
 	return errors.Join(errs...)
 }
 
-// renamed returns f under a new name: a duplicate of its descriptor, named
-// name, with f closed. When the descriptor cannot be duplicated, f keeps its
-// old name.
-func renamed(f *os.File, name string) *os.File {
-	fd, err := unix.Dup(int(f.Fd()))
-	if err != nil {
-		return f
-	}
-	_ = f.Close()
-	return os.NewFile(uintptr(fd), name)
-}
-
 // RemoveFiles removes the files of a segment that was never published (a
 // prepared one that is given up, or one whose creation failed halfway),
 // index files first. The caller has closed it.
@@ -352,7 +339,7 @@ func (s *Segment) openWriter() error {
 		// block below alloc is allocated before the mappings touch it.
 		return err
 	}
-	if s.ro, err = s.mapReaders(f, int(w.capacity)); err != nil {
+	if s.ro, err = s.mapReaders(f, w.capacity); err != nil {
 		return err
 	}
 	if s.cfg.Ranges != nil {
@@ -364,7 +351,11 @@ func (s *Segment) openWriter() error {
 			return err
 		}
 	}
-	if s.rw, err = mmapfile.Map(f, int(w.capacity), true); err != nil {
+	size, err := mmapfile.Len(w.capacity)
+	if err != nil {
+		return fmt.Errorf("segment: map %s: %w", f.Name(), err)
+	}
+	if s.rw, err = mmapfile.Map(f, size, true); err != nil {
 		return err
 	}
 	// Large folios: the file system may back the mapping with huge pages,
