@@ -184,6 +184,11 @@ func TestFullDiskAtRoll(t *testing.T) {
 	var hashes map[string][32]byte
 	for {
 		want := l.Next()
+		// The last roll's goroutine (naming the index files, sealing) is
+		// not the failed roll's: let it finish before the files are taken.
+		l.mu.Lock()
+		l.awaitSeal()
+		l.mu.Unlock()
 		before, hashes = logFiles(t, dir), hashDir(t, dir)
 		off, err := l.Append(testBody(want, bodyLen))
 		if err != nil {
