@@ -229,23 +229,6 @@ func paOverlap(l *Log) bool {
 	return l.rolls.preparing && l.rolls.prepared == nil
 }
 
-// paPrepared returns the segment on offer to the next roll.
-func paPrepared(l *Log) *segment.Segment {
-	l.rolls.mu.Lock()
-	defer l.rolls.mu.Unlock()
-	return l.rolls.prepared
-}
-
-// paWaitOffered waits until the preparer offers a segment.
-func paWaitOffered(t *testing.T, l *Log) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); paPrepared(l) == nil; runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("no segment was offered in a minute past half of the active one")
-		}
-	}
-}
-
 // A roll (an append, or SkipTo), Close, Truncate or DropBefore right after
 // the preparer offers a segment of 16 MiB, whose first 2 MiB it then
 // faults in over 32 chunks: the roll takes the segment while a chunk is in

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,4 +319,21 @@ func TestRollAppendsBeforeIndexFilesNamed(t *testing.T) {
 		t.Fatalf("the reopen after Close found %+v", rec)
 	}
 	checkAll(t, l2, 0, sizes)
+}
+
+// paPrepared returns the segment on offer to the next roll.
+func paPrepared(l *Log) *segment.Segment {
+	l.rolls.mu.Lock()
+	defer l.rolls.mu.Unlock()
+	return l.rolls.prepared
+}
+
+// paWaitOffered waits until the preparer offers a segment.
+func paWaitOffered(t *testing.T, l *Log) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); paPrepared(l) == nil; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("no segment was offered in a minute past half of the active one")
+		}
+	}
 }

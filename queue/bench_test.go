@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -225,11 +224,3 @@ func BenchmarkQueueOpenBacklogMoves(b *testing.B) {
 	}
 }
 
-// cpuTime is the process's user and system time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

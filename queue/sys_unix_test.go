@@ -5,6 +5,7 @@ package queue
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // mkfifo makes a FIFO at path.
@@ -30,3 +31,12 @@ func limitAddressSpace(bytes uint64) error {
 // setLimit sets a field of syscall.Rlimit, a uint64 on Linux and an
 // int64 on the BSDs.
 func setLimit[T int64 | uint64](p *T, v uint64) { *p = T(v) }
+
+// cpuTime is the process's user and system time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"os"
+	"time"
 )
 
 // Windows is not supported yet: these keep the tests building there.
@@ -14,3 +15,4 @@ func killSelf()                         { os.Exit(137) }
 
 func unixUmask(m int) int                  { return 0 }
 func limitAddressSpace(bytes uint64) error { return errors.ErrUnsupported }
+func cpuTime() time.Duration               { return 0 }
