@@ -223,4 +223,3 @@ func BenchmarkQueueOpenBacklogMoves(b *testing.B) {
 		})
 	}
 }
-
