@@ -584,6 +584,7 @@ func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
 		o.Log.SyncInterval = 5 * time.Millisecond
 		o.CheckpointInterval = 800 * time.Millisecond
 		dir := t.TempDir()
+		sd := newSyncDisk(t, dir)
 		q, err := Open(dir, o)
 		if err != nil {
 			t.Fatal(err)
@@ -621,7 +622,8 @@ func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
 		}
 		first := q.log.First()
 		disk := t.TempDir()
-		powerCopy(t, rng, q, disk)
+		var st syncDiskStats
+		powerCopy(t, rng, sd, disk, &st)
 		mu.Lock()
 		copied := len(events)
 		mu.Unlock()

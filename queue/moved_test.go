@@ -360,6 +360,7 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 	for round := range 2 * *crashRounds {
 		power := round%2 == 1
 		dir := t.TempDir()
+		sd := newSyncDisk(t, dir)
 		clock := newFakeClock()
 		q := openTestQueue(t, dir, clock, func(o *Options) {
 			o.Visibility = time.Hour
@@ -386,7 +387,8 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 		}
 		disk := t.TempDir()
 		if power {
-			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), q, disk)
+			var st syncDiskStats
+			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), sd, disk, &st)
 		} else {
 			copyTree(t, dir, disk)
 		}
