@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"bytes"
 	"errors"
 	"io/fs"
@@ -15,17 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, or skips the
-// test where this machine does not let a test mount one (not root, no
-// CAP_SYS_ADMIN, a sandbox without mount).
+// mountTmpfs mounts a tmpfs of size bytes on a new directory (see
+// tmpfstest: it skips where a test may not mount one, and fails instead
+// under `make test` as root).
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): the full-disk case is covered by TestFullDiskAtRoll's injected ENOSPC", err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
+	return tmpfstest.Mount(t, size)
 }
 
 // TestDiskFullTmpfs fills a real, small file system: Append fails with an
