@@ -47,6 +47,17 @@ func ckTimer(q *Queue) Timer {
 	return q.ck.timer
 }
 
+// ckRuns returns how many checkpoints the queue ran. A ManualClock runs
+// the timers that come due inside Advance, and an early checkpoint sets
+// its timer (ckTimer) or runs, under the checkpoint lock, before its
+// goroutine ends: once either is seen, the count says what was decided,
+// with no wait.
+func ckRuns(q *Queue) int {
+	q.ck.mu.Lock()
+	defer q.ck.mu.Unlock()
+	return q.ck.runs
+}
+
 // ckFlags returns early and held, under Queue.mu.
 func ckFlags(q *Queue) (early bool, held uint64) {
 	q.mu.Lock()
@@ -118,16 +129,14 @@ func TestEarlyCheckpointAttackManualClockEighth(t *testing.T) {
 		if !ok {
 			t.Fatal("one segment left")
 		}
-		ino, first, timer := headIno(t, dir), q.log.First(), ckTimer(q)
+		ino, first, timer, runs := headIno(t, dir), q.log.First(), ckTimer(q), ckRuns(q)
 		ms = deleteBelow(t, q, ms, p)
-		waitFor(t, "the early checkpoint to be put off", func() bool { return ckTimer(q) != timer })
-		time.Sleep(5 * time.Millisecond)
-		if headIno(t, dir) != ino || q.log.First() != first {
+		waitFor(t, "the early checkpoint decided", func() bool { return ckTimer(q) != timer })
+		if ckRuns(q) != runs || headIno(t, dir) != ino || q.log.First() != first {
 			t.Fatalf("round %d: a checkpoint ran (First %d, was %d) with no time passed since the last", round, q.log.First(), first)
 		}
-		clock.Advance(interval/8 - 1)
-		time.Sleep(5 * time.Millisecond)
-		if headIno(t, dir) != ino || q.log.First() != first {
+		clock.Advance(interval/8 - 1) // runs every timer due, here
+		if ckRuns(q) != runs || headIno(t, dir) != ino || q.log.First() != first {
 			t.Fatalf("round %d: a checkpoint ran a nanosecond before an eighth of the interval", round)
 		}
 		clock.Advance(1)
@@ -176,20 +185,23 @@ func TestEarlyCheckpointAttackDedupHeld(t *testing.T) {
 	}
 	waitFor(t, "the held drop point noted", func() bool { early, held := ckFlags(q); return !early && held == p })
 
-	// The head moves on through new segments: nothing comes early.
-	ino, timer := headIno(t, dir), ckTimer(q)
+	// The head moves on through new segments: nothing comes early (a
+	// delete starts an early checkpoint, if any, before it returns:
+	// ckFlags sees it at once).
+	ino, timer, runs := headIno(t, dir), ckTimer(q), ckRuns(q)
 	for q.log.Stats().Segments < 10 {
 		mustSend(t, q, body)
 	}
 	deleteBelow(t, q, receiveAll(t, q), q.log.Next())
-	for range 6 { // to 7/8 of the interval after the checkpoint: no tick
-		clock.Advance(interval / 8)
-		time.Sleep(2 * time.Millisecond)
+	if early, _ := ckFlags(q); early {
+		t.Fatal("the deletes past a held drop point started an early checkpoint")
 	}
-	time.Sleep(10 * time.Millisecond)
-	if early, _ := ckFlags(q); early || headIno(t, dir) != ino || ckTimer(q) != timer {
-		t.Fatalf("a checkpoint came early for a held drop point (early %v, queue.head replaced %v, timer replaced %v)",
-			early, headIno(t, dir) != ino, ckTimer(q) != timer)
+	for range 6 { // to 7/8 of the interval after the checkpoint: no tick
+		clock.Advance(interval / 8) // runs every timer due, here
+	}
+	if early, _ := ckFlags(q); early || ckRuns(q) != runs || headIno(t, dir) != ino || ckTimer(q) != timer {
+		t.Fatalf("a checkpoint came early for a held drop point (early %v, %d checkpoints ran, queue.head replaced %v, timer replaced %v)",
+			early, ckRuns(q)-runs, headIno(t, dir) != ino, ckTimer(q) != timer)
 	}
 	for id, off := range ids {
 		if got := mustSendWith(t, q, body, SendOptions{DedupID: id}); got != off {
