@@ -43,13 +43,14 @@ var allowed = map[string]rule{
 	"internal/regfile":    {sys: true},     // opens regular files only, never through a link
 	"internal/stopwatch":  {testSys: true}, // the benchmarks' per-operation timer
 	"internal/httpserve":  {},              // what the two servers share: timeouts, connection bound, TLS, token
+	"internal/tmpfstest":  {sys: true},     // the full-disk tests' tmpfs: skip, or fail under make test as root
 	"sparseidx":           {internal: []string{"warmsearch"}},
 	"mmapfile":            {sys: true},
 	"internal/addrspace":  {sys: true},
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true},
-	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true},
-	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record"}, testSys: true},
-	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true},
+	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true, tests: []string{"internal/tmpfstest"}},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record", "internal/tmpfstest"}, testSys: true},
+	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true, tests: []string{"internal/tmpfstest"}},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
 	// module (bench/peers).

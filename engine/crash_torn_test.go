@@ -198,6 +198,9 @@ func TestCrashTornTail(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases, %d of them with a cut expected", cases, cuts)
+	if cuts == 0 || cuts == cases {
+		t.Fatalf("%d cases, %d of them with a cut expected: the damage no longer reaches both kinds of case", cases, cuts)
+	}
 
 	// The control: an untouched copy opens from its marker, walking nothing.
 	dir := filepath.Join(scratch, "control")

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"bytes"
 	"errors"
 	"io/fs"
@@ -13,6 +15,14 @@ import (
 
 	"github.com/pagelog/pagelog/internal/segment"
 )
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory (see
+// tmpfstest: it skips where a test may not mount one, and fails instead
+// under `make test` as root).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	return tmpfstest.Mount(t, size)
+}
 
 // TestDiskFullTmpfs fills a real, small file system: Append fails with an
 // error wrapping ENOSPC when a new segment cannot be allocated, everything

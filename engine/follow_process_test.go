@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,10 +42,14 @@ func followSize(off uint64) int {
 // log, cutting a torn tail the followers never served) and the followers
 // (started again through their cursors). The writer rolls every few
 // hundred records. Every follower checks every record it gets: its offset
-// is the one after the last (a restart begins at the position its last
-// Commit left, never past it) and its body is the one written at that
-// offset (a record is never served before it is whole). At the end every
-// follower reads up to the writer's last record.
+// is the one after the last and its body is the one written at that offset
+// (a record is never served before it is whole). Each follower also notes
+// in a journal where each run started and each position it committed
+// (noted just before the Commit): a restart must begin at the position the
+// last Commit left, never past it (a skipped record) nor before it, so
+// that across the restarts every offset is read, in order, exactly once
+// up to the last commit. At the end every follower reads up to the
+// writer's last record and commits there.
 func TestFollowProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs processes for seconds")
@@ -95,8 +100,9 @@ func TestFollowProcesses(t *testing.T) {
 	last := l.Next()
 	segs := len(*l.segs.Load())
 	_ = l.Close()
-	for _, f := range followers {
+	for i, f := range followers {
 		f.finish(t, strconv.FormatUint(last, 10))
+		checkFollowJournal(t, followJournal(dir, names[i]), last)
 	}
 	infos, err := Cursors(dir)
 	if err != nil {
@@ -111,6 +117,48 @@ func TestFollowProcesses(t *testing.T) {
 		seed, last, segs, kills["writer"], kills["follower"])
 	if kills["writer"] == 0 || last < 1000 {
 		t.Fatalf("too little happened to test anything")
+	}
+}
+
+// followJournal is the journal of the follower name of the log in dir.
+func followJournal(dir, name string) string {
+	return filepath.Join(filepath.Dir(dir), "follow-"+name+".journal")
+}
+
+// checkFollowJournal checks the runs of one follower (see
+// TestFollowProcesses): its first run starts at 0; each later run at the
+// position the last Commit left, which is the last one noted, or the one
+// before it when the kill came between the note and the Commit; the last
+// run commits at last.
+func checkFollowJournal(t *testing.T, path string, last uint64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := []uint64{0} // the positions the last Commit may have left, newest last
+	runs := 0
+	for i, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		var what string
+		var pos uint64
+		if _, err := fmt.Sscanf(line, "%s %d", &what, &pos); err != nil {
+			// A kill in the middle of a note's write: only the last line.
+			continue
+		}
+		switch what {
+		case "start":
+			runs++
+			if n := len(committed); pos != committed[n-1] && (n < 2 || pos != committed[n-2]) {
+				t.Fatalf("%s, line %d: run %d starts at %d; the last commits were at %v: records skipped or read twice",
+					filepath.Base(path), i+1, runs, pos, committed[max(0, n-2):])
+			}
+			committed = []uint64{pos}
+		case "commit":
+			committed = append(committed, pos)
+		}
+	}
+	if got := committed[len(committed)-1]; got != last || runs == 0 {
+		t.Fatalf("%s: %d runs, the last committed at %d, want %d", filepath.Base(path), runs, got, last)
 	}
 }
 
@@ -137,7 +185,8 @@ func startFollowChild(t *testing.T, role, dir, name string) *followChild {
 	t.Helper()
 	c := &followChild{done: make(chan error, 1)}
 	c.cmd = exec.Command(os.Args[0], "-test.run=^TestFollowChild$", "-test.count=1", "-test.v=false")
-	c.cmd.Env = append(os.Environ(), "PAGELOG_FOLLOW_ROLE="+role, "PAGELOG_FOLLOW_DIR="+dir, "PAGELOG_FOLLOW_NAME="+name)
+	c.cmd.Env = append(os.Environ(), "PAGELOG_FOLLOW_JOURNAL="+followJournal(dir, name),
+		"PAGELOG_FOLLOW_ROLE="+role, "PAGELOG_FOLLOW_DIR="+dir, "PAGELOG_FOLLOW_NAME="+name)
 	c.cmd.Stderr = &c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error
@@ -245,6 +294,22 @@ func followReader(dir, name string, stop chan string) error {
 	if n := c.Notes(); len(n) > 0 {
 		return fmt.Errorf("cursor notes: %v", n)
 	}
+	journal, err := os.OpenFile(os.Getenv("PAGELOG_FOLLOW_JOURNAL"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer journal.Close()
+	// note writes one line of the journal in one write.
+	note := func(what string, pos uint64) error {
+		_, err := journal.WriteString(fmt.Sprintf("%s %d\n", what, pos))
+		return err
+	}
+	commit := func(pos uint64) error {
+		if err := note("commit", pos); err != nil {
+			return err
+		}
+		return c.Commit()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var target uint64 = maxOffset
@@ -260,12 +325,15 @@ func followReader(dir, name string, stop chan string) error {
 		cancel()
 	}()
 	want := c.Position()
+	if err := note("start", want); err != nil {
+		return err
+	}
 	for i := 1; ; i++ {
 		mu.Lock()
 		done := want >= target
 		mu.Unlock()
 		if done {
-			return c.Commit()
+			return commit(want)
 		}
 		rctx := ctx
 		if ctx.Err() != nil {
@@ -287,7 +355,7 @@ func followReader(dir, name string, stop chan string) error {
 		rec.Release()
 		want++
 		if i%37 == 0 {
-			if err := c.Commit(); err != nil {
+			if err := commit(want); err != nil {
 				return err
 			}
 		}

@@ -92,6 +92,11 @@ func IsLog(dir string) (bool, error) {
 
 func open(dir string, opts Options, lock *os.File) (*Log, error) {
 	start := time.Now()
+	if opts.datasync == nil {
+		// A test watching the syncs of dir (checkpoint.SetSyncHook); nil
+		// in production.
+		opts.datasync = checkpoint.SyncHook(dir)
+	}
 	list, err := listDir(dir)
 	if err != nil {
 		return nil, err

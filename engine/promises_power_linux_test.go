@@ -456,8 +456,10 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 			pc.fail("Close: %v", err)
 		}
 		d.mu.Lock()
+		var floor time.Time // the start of the last sync round that ended before the failure
 		for i := 1; i < len(rounds) && rounds[i].Before(crashedAt); i++ {
 			gaps = append(gaps, rounds[i].Sub(rounds[i-1]))
+			floor = rounds[i-1] // round i began after it ended
 		}
 		d.mu.Unlock()
 		ack := uint64(len(acks))
@@ -470,6 +472,13 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 			if lost := r.firstBad; lost < ack {
 				worst = max(worst, crashedAt.Sub(acks[lost]))
 				lostTotal += int(ack - lost)
+				// The loss bound, from the syncs the hook saw: a record
+				// appended before the last completed round began was
+				// synced by it.
+				if acks[lost].Before(floor) {
+					pc.fail("record %d, appended %v before the failure, is lost: the sync round that began %v before the failure, and ended, covered it",
+						lost, crashedAt.Sub(acks[lost]), crashedAt.Sub(floor))
+				}
 			}
 			ackedTotal += int(ack)
 		}
@@ -486,6 +495,9 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 	t.Logf("SyncInterval %v: %d sync rounds, gaps median %v, max %v; %d records appended over the images, %d lost, "+
 		"none a completed sync covered; the oldest lost was appended %v before the failure",
 		interval, len(gaps), median, gaps[len(gaps)-1], ackedTotal, lostTotal, worst.Round(time.Millisecond))
+	if lostTotal == 0 {
+		t.Fatalf("no disk image lost a record: no failure came after appends not yet synced (%s)", st.report())
+	}
 	t.Log(st.report())
 }
 

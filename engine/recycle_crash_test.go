@@ -125,6 +125,9 @@ func TestRecycleCrashProcessKill(t *testing.T) {
 	}
 	t.Logf("%d rounds: %d acknowledged records checked, %d torn tails cut, %d segments reused (as the children reported last), %d records in all",
 		rounds, acks, cuts, reus, start)
+	if reus == 0 {
+		t.Fatal("no child made a segment from a reused file: the kills never came beside a reuse")
+	}
 }
 
 func recycleCrashOptions(spare int) Options {

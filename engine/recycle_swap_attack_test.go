@@ -596,6 +596,9 @@ func TestRecycleSwapAttackTamperedKeptFiles(t *testing.T) {
 	}
 	verifyHealthy(t, l, "reopened")
 	t.Logf("%d kept files tampered with; %d segments reused", tampered, reused)
+	if reused == 0 {
+		t.Fatal("no tampered kept file was reused")
+	}
 }
 
 // A log written with 256 KiB segments reopened with 4 KiB ones, dropping
@@ -767,6 +770,9 @@ func TestRecycleSwapAttackFullDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("spare %d: %d appends refused, %d segments dropped, %d reused", spare, full, dropped, reused)
+		if full == 0 || reused == 0 {
+			t.Fatalf("spare %d: %d appends refused, %d segments reused: the disk never filled beside a reuse", spare, full, reused)
+		}
 	}
 }
 

@@ -519,19 +519,25 @@ func a5ReadDuringCopy(t *testing.T, w *a5Writer, h *a5Hook, atBase bool) {
 		}
 	}
 	var copied bool
+	probes := 0
 	h.set(func(f *os.File) error {
 		switch name := filepath.Base(f.Name()); {
 		case name == logName+".tmp":
 			copied = true
+			probes++
 			probe("during the copy's sync")
 		case name == logName && copied:
 			copied = false
+			probes++
 			probe("after the rename, during the new segment's sync")
 		}
 		return nil
 	})
 	w.truncate(t, cut)
 	h.clear()
+	if probes != 2 {
+		t.Fatalf("the reads ran from %d of the 2 syncs (the copy's, then the new segment's): the hook missed them", probes)
+	}
 	if len(errs) > 0 {
 		t.Fatal(strings.Join(errs, "\n"))
 	}

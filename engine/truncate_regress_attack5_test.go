@@ -58,14 +58,19 @@ func TestAttack5RegressVerifyDuringCopy(t *testing.T) {
 			}
 			var rep VerifyReport
 			var verr error
+			verified := false
 			h.set(func(f *os.File) error {
 				if strings.HasSuffix(f.Name(), ".tmp") {
+					verified = true
 					rep, verr = l.Verify(nil)
 				}
 				return nil
 			})
 			w.truncate(t, cut)
 			h.clear()
+			if !verified {
+				t.Fatalf("Truncate(%d) synced no copy: Verify never ran during it", cut)
+			}
 			if verr != nil || !rep.Healthy() {
 				t.Fatalf("Verify of a healthy log while Truncate(%d) syncs its copy: %v; problems %q; index problems %q", cut, verr, rep.Problems, rep.IndexProblems)
 			}

@@ -18,17 +18,25 @@ func TestRegressTruncateDuringViewOpen(t *testing.T) {
 	if err := w.Sync(); err != nil { // log.recovery: the log reached 20
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); checkpointNext(dir) != 20 && time.Now().Before(deadline); { // the checkpointer writes it within a second
+	for deadline := time.Now().Add(time.Minute); checkpointNext(dir) != 20 && time.Now().Before(deadline); { // the checkpointer writes it within a second
 		time.Sleep(10 * time.Millisecond)
 	}
+	if n := checkpointNext(dir); n != 20 {
+		t.Fatalf("log.recovery records %d after a minute, want 20: the open would not take the cut offsets from it", n)
+	}
 	t.Cleanup(func() { afterViewListing = nil })
+	cut := false
 	afterViewListing = func() {
 		afterViewListing = nil
+		cut = true
 		if err := w.Truncate(10); err != nil {
 			t.Error(err)
 		}
 	}
 	ro := mustOpenRO(t, dir, Options{})
+	if !cut {
+		t.Fatal("the read-only open never reached the hook after its listing: no Truncate came in between")
+	}
 	t.Logf("reader opened: [%d, %d), notes %q", ro.First(), ro.Next(), ro.Recovery().Notes)
 	appendN(t, w, 30, mixedSize) // offsets 10..39, in the same file
 	deadline := time.Now().Add(time.Minute)

@@ -240,6 +240,7 @@ type checkpointState struct {
 	timer   Timer
 	stopped bool
 	last    int64 // q.now() at the last checkpoint
+	count   int   // checkpoints run since Open (tests watch the decisions by it)
 
 	// Under Queue.mu, not mu (see noteHead): early is set while a
 	// checkpoint brought forward has not ended, and held is a drop point
@@ -412,6 +413,7 @@ func (q *Queue) stopCheckpoints() error {
 // to no new message (see fillLost).
 func (q *Queue) checkpoint() error {
 	q.ck.last = q.now()
+	q.ck.count++
 	defer func() {
 		q.mu.Lock()
 		q.settleDrop()

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"bytes"
 	"cmp"
 	"errors"
@@ -19,11 +21,7 @@ import (
 // (its dead-letter queue, the sibling, lies on it too) and the mount.
 func a9Tmpfs(t *testing.T, size int) (dir, fsdir string) {
 	t.Helper()
-	fsdir = t.TempDir()
-	if err := syscall.Mount("tmpfs", fsdir, "tmpfs", 0, fmt.Sprintf("size=%dm,mode=0700", size)); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v)", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fsdir, syscall.MNT_DETACH) })
+	fsdir = tmpfstest.Mount(t, fmt.Sprintf("%dm", size))
 	return filepath.Join(fsdir, "q"), fsdir
 }
 

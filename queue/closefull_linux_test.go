@@ -1,10 +1,11 @@
 package queue
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,11 +19,7 @@ import (
 // Close then writes the logs' clean-close markers, and the queue opens
 // again with every delete kept and nothing lost.
 func TestQueueCloseOnFullDisk(t *testing.T) {
-	fsdir := t.TempDir()
-	if err := syscall.Mount("tmpfs", fsdir, "tmpfs", 0, "size=32m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v)", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fsdir, syscall.MNT_DETACH) })
+	fsdir := tmpfstest.Mount(t, "32m")
 	dir := filepath.Join(fsdir, "q")
 	o := func(o *Options) {
 		o.Log = engine.Options{SegmentBytes: 1 << 20}

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"errors"
 	"fmt"
 	"os"
@@ -21,11 +23,7 @@ func TestQueueDeleteLogENOSPC(t *testing.T) {
 	old := deleteSegmentBytes
 	deleteSegmentBytes = 24 * 32 // 32 delete records per segment
 	t.Cleanup(func() { deleteSegmentBytes = old })
-	fsdir := t.TempDir()
-	if err := syscall.Mount("tmpfs", fsdir, "tmpfs", 0, "size=16m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v)", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fsdir, syscall.MNT_DETACH) })
+	fsdir := tmpfstest.Mount(t, "16m")
 	dir := filepath.Join(fsdir, "q")
 	clock := newFakeClock()
 	small := func(o *Options) { o.Log.MaxRecordBytes = 1024 }

@@ -46,6 +46,17 @@ func ckTimer(q *Queue) Timer {
 	return q.ck.timer
 }
 
+// ckRuns returns how many checkpoints the queue ran. A ManualClock runs
+// the timers that come due inside Advance, and an early checkpoint sets
+// its timer (ckTimer) or runs, under the checkpoint lock, before its
+// goroutine ends: once either is seen, the count says what was decided,
+// with no wait.
+func ckRuns(q *Queue) int {
+	q.ck.mu.Lock()
+	defer q.ck.mu.Unlock()
+	return q.ck.count
+}
+
 // ckFlags returns early and held, under Queue.mu.
 func ckFlags(q *Queue) (early bool, held uint64) {
 	q.mu.Lock()
@@ -117,16 +128,14 @@ func TestEarlyCheckpointAttackManualClockEighth(t *testing.T) {
 		if !ok {
 			t.Fatal("one segment left")
 		}
-		ino, first, timer := headIno(t, dir), q.log.First(), ckTimer(q)
+		ino, first, timer, runs := headIno(t, dir), q.log.First(), ckTimer(q), ckRuns(q)
 		ms = deleteBelow(t, q, ms, p)
-		waitFor(t, "the early checkpoint to be put off", func() bool { return ckTimer(q) != timer })
-		time.Sleep(5 * time.Millisecond)
-		if headIno(t, dir) != ino || q.log.First() != first {
+		waitFor(t, "the early checkpoint decided", func() bool { return ckTimer(q) != timer })
+		if ckRuns(q) != runs || headIno(t, dir) != ino || q.log.First() != first {
 			t.Fatalf("round %d: a checkpoint ran (First %d, was %d) with no time passed since the last", round, q.log.First(), first)
 		}
-		clock.Advance(interval/8 - 1)
-		time.Sleep(5 * time.Millisecond)
-		if headIno(t, dir) != ino || q.log.First() != first {
+		clock.Advance(interval/8 - 1) // runs every timer due, here
+		if ckRuns(q) != runs || headIno(t, dir) != ino || q.log.First() != first {
 			t.Fatalf("round %d: a checkpoint ran a nanosecond before an eighth of the interval", round)
 		}
 		clock.Advance(1)
@@ -175,20 +184,23 @@ func TestEarlyCheckpointAttackDedupHeld(t *testing.T) {
 	}
 	waitFor(t, "the held drop point noted", func() bool { early, held := ckFlags(q); return !early && held == p })
 
-	// The head moves on through new segments: nothing comes early.
-	ino, timer := headIno(t, dir), ckTimer(q)
+	// The head moves on through new segments: nothing comes early (a
+	// delete starts an early checkpoint, if any, before it returns:
+	// ckFlags sees it at once).
+	ino, timer, runs := headIno(t, dir), ckTimer(q), ckRuns(q)
 	for q.log.Stats().Segments < 10 {
 		mustSend(t, q, body)
 	}
 	deleteBelow(t, q, receiveAll(t, q), q.log.Next())
-	for range 6 { // to 7/8 of the interval after the checkpoint: no tick
-		clock.Advance(interval / 8)
-		time.Sleep(2 * time.Millisecond)
+	if early, _ := ckFlags(q); early {
+		t.Fatal("the deletes past a held drop point started an early checkpoint")
 	}
-	time.Sleep(10 * time.Millisecond)
-	if early, _ := ckFlags(q); early || headIno(t, dir) != ino || ckTimer(q) != timer {
-		t.Fatalf("a checkpoint came early for a held drop point (early %v, queue.head replaced %v, timer replaced %v)",
-			early, headIno(t, dir) != ino, ckTimer(q) != timer)
+	for range 6 { // to 7/8 of the interval after the checkpoint: no tick
+		clock.Advance(interval / 8) // runs every timer due, here
+	}
+	if early, _ := ckFlags(q); early || ckRuns(q) != runs || headIno(t, dir) != ino || ckTimer(q) != timer {
+		t.Fatalf("a checkpoint came early for a held drop point (early %v, %d checkpoints ran, queue.head replaced %v, timer replaced %v)",
+			early, ckRuns(q)-runs, headIno(t, dir) != ino, ckTimer(q) != timer)
 	}
 	for id, off := range ids {
 		if got := mustSendWith(t, q, body, SendOptions{DedupID: id}); got != off {
@@ -253,7 +265,7 @@ func TestEarlyCheckpointAttackHeldMessagesMoved(t *testing.T) {
 			mustDelete(t, q, m.Offset)
 		}
 	}
-	maxSegs := 0
+	maxSegs, appended := 0, q.log.Stats().AppendedBytes
 	for i := range 3000 {
 		mustSend(t, q, body)
 		if i%4 == 3 {
@@ -281,7 +293,13 @@ func TestEarlyCheckpointAttackHeldMessagesMoved(t *testing.T) {
 	if st := q.Stats(); st.Moved == 0 {
 		t.Fatalf("nothing moved: %+v", st)
 	}
-	t.Logf("at most %d segments; %d moves", maxSegs, q.Stats().Moved)
+	// The stream alone filled this many segments: the log held fewer at
+	// any time, or nothing was dropped while it ran.
+	made := int((q.log.Stats().AppendedBytes - appended) / uint64(q.log.SegmentBytes()))
+	if maxSegs >= made {
+		t.Fatalf("the log held %d segments while the stream filled %d: the held messages kept every segment", maxSegs, made)
+	}
+	t.Logf("at most %d segments while the stream filled %d; %d moves", maxSegs, made, q.Stats().Moved)
 	mustCloseQueue(t, q)
 
 	q = openEarlyQueue(t, dir, clock, opts)
@@ -583,6 +601,7 @@ func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
 		o.Log.SyncInterval = 5 * time.Millisecond
 		o.CheckpointInterval = 800 * time.Millisecond
 		dir := t.TempDir()
+		sd := newSyncDisk(t, dir)
 		q, err := Open(dir, o)
 		if err != nil {
 			t.Fatal(err)
@@ -620,7 +639,8 @@ func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
 		}
 		first := q.log.First()
 		disk := t.TempDir()
-		powerCopy(t, rng, q, disk)
+		var st syncDiskStats
+		powerCopy(t, rng, sd, disk, &st)
 		mu.Lock()
 		copied := len(events)
 		mu.Unlock()

@@ -50,20 +50,29 @@ func TestCheckpointEarlyWhenHeadLeavesSegment(t *testing.T) {
 	})
 
 	// The next segment left at once after: the checkpoint waits for the
-	// rest of the eighth.
+	// rest of the eighth (it sets its timer, and runs nothing).
 	p2, _ := q.log.DropPoint()
+	timer, runs := ckTimer(q), ckRuns(q)
 	take(int(p2 - p))
-	time.Sleep(50 * time.Millisecond)
-	if first() != p {
-		t.Fatalf("dropped to %d within an eighth of the interval of the last checkpoint", first())
+	waitFor(t, "the early checkpoint decided", func() bool { return ckTimer(q) != timer })
+	if ckRuns(q) != runs || first() != p {
+		t.Fatalf("a checkpoint ran (dropped to %d) within an eighth of the interval of the last one", first())
 	}
 	clock.Advance(interval / 8)
 	waitFor(t, "the second segment to be dropped an eighth after", func() bool { return first() == p2 })
 
-	// Deleting inside a segment brings nothing forward.
+	// Deleting inside a segment brings nothing forward (a delete starts
+	// an early checkpoint before it returns, if at all), and the clock
+	// runs every timer due inside Advance.
+	runs = ckRuns(q)
 	take(3)
+	if early, _ := ckFlags(q); early {
+		t.Fatal("deletes inside a segment started an early checkpoint")
+	}
 	clock.Advance(interval / 4)
-	time.Sleep(50 * time.Millisecond)
+	if n := ckRuns(q) - runs; n != 0 {
+		t.Fatalf("%d checkpoints ran after deletes inside a segment, a quarter of the interval on", n)
+	}
 	if head, _ := q.ck.snapshot(); head != p2 {
 		t.Fatalf("checkpointed head %d after deletes inside a segment, want %d (the tick's)", head, p2)
 	}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -363,6 +364,7 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 	for round := range 2 * *crashRounds {
 		power := round%2 == 1
 		dir := t.TempDir()
+		sd := newSyncDisk(t, dir)
 		clock := newFakeClock()
 		q := openTestQueue(t, dir, clock, func(o *Options) {
 			o.Visibility = time.Hour
@@ -389,7 +391,8 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 		}
 		disk := t.TempDir()
 		if power {
-			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), q, disk)
+			var st syncDiskStats
+			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), sd, disk, &st)
 		} else {
 			copyTree(t, dir, disk)
 		}
@@ -550,13 +553,10 @@ func TestQueueMovedKill9(t *testing.T) {
 		sent, deleting, deleted := map[uint64]string{}, map[uint64]bool{}, map[uint64]bool{}
 		moves := 0
 		busy, done := make(chan struct{}), make(chan struct{})
+		var busyOnce sync.Once
 		go func() {
 			defer close(done)
-			defer func() {
-				if len(deleted) < 300 {
-					close(busy)
-				}
-			}()
+			defer busyOnce.Do(func() { close(busy) })
 			sc := bufio.NewScanner(pipe)
 			for sc.Scan() {
 				var kind, body string
@@ -573,22 +573,22 @@ func TestQueueMovedKill9(t *testing.T) {
 					deleting[off] = true // its Delete may have returned, or not
 				case "deleted":
 					deleted[off] = true
-					if len(deleted) == 300 {
-						close(busy)
-					}
 				case "moved":
 					moves = int(off)
+				}
+				if len(deleted) >= 300 && moves > 0 {
+					busyOnce.Do(func() { close(busy) })
 				}
 			}
 		}()
 		select {
-		case <-busy: // the child runs; moves begin a few hundred messages later
+		case <-busy: // the child runs, and its moves have begun (a few hundred messages in)
 		case <-time.After(30 * time.Second):
 		}
 		time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
 		killChild(t, cmd, done, stderr)
-		if len(stuck) != 3 || len(deleted) < 200 {
-			t.Fatalf("round %d: the child did too little: %d stuck, %d deleted\nstderr: %s", round, len(stuck), len(deleted), stderr.String())
+		if len(stuck) != 3 || len(deleted) < 200 || moves == 0 {
+			t.Fatalf("round %d: the child did too little: %d stuck, %d deleted, %d moves\nstderr: %s", round, len(stuck), len(deleted), moves, stderr.String())
 		}
 		q, err := Open(dir, movedChildOptions())
 		if err != nil {

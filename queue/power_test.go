@@ -21,15 +21,10 @@ import (
 // TestQueuePowerLoss: the workload runs under SyncAlways (MaxReceives 2:
 // moves to the dead letters and redrives all the time) and the power
 // fails at a random moment. The disk after the failure is built from the
-// files as they are, log by log: every record below the log's durable
-// point (Log.Durable, read just before the log is copied) is kept, and
-// every 512-byte sector after it is kept, zeroed or filled with garbage at
-// random (and a newest segment of a log whose directory entry may not be
-// synced yet is sometimes lost). The logs are copied in the reverse order
-// of what the queue makes durable first: queue.head before the delete
-// logs it vouches for, the delete logs before the dead letters and the
-// messages whose move or redrive they end, so that the copy is a state a
-// power failure can leave.
+// syncs the queue really made (syncDisk): every file as its last
+// fdatasync left it, torn sector by sector towards what it holds now;
+// every directory as its last directory sync left it, or with the entries
+// made since (some of the newest segments never synced lost).
 //
 // Promise: every Send acknowledged before the failure comes back, in the
 // queue or in its dead letters, unless a Delete was called for it; no
@@ -37,14 +32,20 @@ import (
 // are only ones never acknowledged; the reopened queue goes on.
 func TestQueuePowerLoss(t *testing.T) {
 	t.Parallel()
+	var st syncDiskStats
 	for round := range *crashRounds {
-		powerLossRound(t, uint64(round))
+		powerLossRound(t, uint64(round), &st)
+	}
+	t.Log(st)
+	if !t.Failed() && st.sectorsOld == 0 {
+		t.Errorf("no image kept an unsynced sector old: the disk never tore (%v)", st)
 	}
 }
 
-func powerLossRound(t *testing.T, round uint64) {
+func powerLossRound(t *testing.T, round uint64, st *syncDiskStats) {
 	rng := rand.New(rand.NewPCG(round, uint64(time.Now().UnixNano())))
 	dir := t.TempDir()
+	sd := newSyncDisk(t, dir)
 	q, err := Open(dir, wlOptions(engine.SyncAlways))
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func powerLossRound(t *testing.T, round uint64) {
 	mu.Unlock()
 
 	disk := t.TempDir()
-	st := powerCopy(t, rng, q, disk)
+	powerCopy(t, rng, sd, disk, st)
 	mu.Lock()
 	ended := len(events) // deletes called before may be on the disk
 	mu.Unlock()
@@ -104,64 +105,21 @@ func powerLossRound(t *testing.T, round uint64) {
 		t.Errorf("round %d: second open found more: %+v (the first found delete damage %q)", round, r2, r.DeleteDamage)
 	}
 	mustCloseQueue(t, q)
-	t.Logf("round %d: %d events (%d acknowledged before the failure, %d messages); disk: %d bytes of records not known durable, %d of their sectors torn, %d segments lost; "+
+	t.Logf("round %d: %d events (%d acknowledged before the failure, %d messages); "+
 		"after: %d from the queue, %d dead letters, %d damaged, lost %d, %d delete and %d receive-count records damaged",
-		round, len(events), acked, len(l.ids), st.unsynced, st.torn, st.dropped, len(rec.source), len(rec.dead), len(rec.damaged),
+		round, len(events), acked, len(l.ids), len(rec.source), len(rec.dead), len(rec.damaged),
 		r.Lost, len(r.DeleteDamage), len(r.ReceiveDamage))
 }
 
 type powerStats struct{ torn, dropped, unsynced int }
 
-// powerCopy copies the queue q (and its dead letters) into disk as a
-// power failure could leave them; see TestQueuePowerLoss.
-func powerCopy(t *testing.T, rng *rand.Rand, q *Queue, disk string) powerStats {
-	var st powerStats
-	d := q.DeadLetter()
-	// The copy is not one instant: the queue runs on while its files are
-	// read. A checkpoint meanwhile would write a new head and then drop
-	// the segments below it (and move held messages), leaving a copy with
-	// the old head and without those segments: a state no power failure
-	// leaves, since the head is synced before anything it allows. So
-	// checkpoints wait until the copy is made. (A copy made from inside a
-	// checkpoint, by a test's hook in the middle of a move, finds the lock
-	// held by its own caller: it goes on after a moment without it.)
-	for _, x := range []*Queue{q, d} {
-		for deadline := time.Now().Add(100 * time.Millisecond); ; time.Sleep(time.Millisecond) {
-			if x.ck.mu.TryLock() {
-				defer x.ck.mu.Unlock()
-				break
-			}
-			if time.Now().After(deadline) {
-				break
-			}
-		}
-	}
-	deadDisk := disk + ".dead"
-	for _, p := range [][2]string{{q.dir, disk}, {d.dir, deadDisk}} {
-		if err := os.MkdirAll(p[1], 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if b, err := os.ReadFile(filepath.Join(p[0], headName)); err == nil {
-			if err := os.WriteFile(filepath.Join(p[1], headName), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	type logCopy struct {
-		l        recordLog
-		from, to string
-		dirSync  bool // the log syncs its directory at each roll (SyncAlways)
-	}
-	for _, c := range []logCopy{
-		{q.dels, filepath.Join(q.dir, deletesDir), filepath.Join(disk, deletesDir), false},
-		{d.dels, filepath.Join(d.dir, deletesDir), filepath.Join(deadDisk, deletesDir), false},
-		{q.recvs, filepath.Join(q.dir, receivesDir), filepath.Join(disk, receivesDir), false},
-		{d.log, d.dir, deadDisk, true},
-		{q.log, q.dir, disk, true},
-	} {
-		powerCopyLog(t, rng, c.l, c.from, c.to, c.dirSync, false, &st)
-	}
-	return st
+// powerCopy is the power failure of the queue whose syncs sd watches: it
+// writes into disk (and its dead letters beside it) what the failure may
+// leave; see syncDisk.
+func powerCopy(t *testing.T, rng *rand.Rand, sd *syncDisk, disk string, st *syncDiskStats) {
+	t.Helper()
+	sd.crash()
+	sd.build(t, rng, disk, st)
 }
 
 // powerCopyLog copies the log l (durable up to l.Durable()) from the

@@ -17,8 +17,8 @@ import (
 // RecycleSegments 1), with 64 KiB segments and a checkpoint every 10-50
 // ms, so that the head drops segments and their files come back as new
 // ones all the time; under SyncInterval and under SyncNone. Mid-run, every
-// log is synced and the power fails (powerCopy: unsynced bytes kept,
-// zeroed or torn); then the queue is closed and reopened as it is. Both
+// log is synced and the power fails (powerCopy: the disk as the syncs seen left
+// it, unsynced bytes torn); then the queue is closed and reopened as it is. Both
 // opens succeed; every send acknowledged before the sync (before the
 // Close) comes back unless a Delete was called for it; no message whose
 // Delete returned before then comes back; a new message takes a new
@@ -37,6 +37,7 @@ func TestQueueRecycledLogRestartAndPowerLoss(t *testing.T) {
 		o.Log.SyncInterval = time.Duration(5+rng.IntN(20)) * time.Millisecond
 		o.CheckpointInterval = time.Duration(10+rng.IntN(41)) * time.Millisecond
 		dir := t.TempDir()
+		sd := newSyncDisk(t, dir)
 		q, err := Open(dir, o)
 		if err != nil {
 			t.Fatal(err)
@@ -66,7 +67,8 @@ func TestQueueRecycledLogRestartAndPowerLoss(t *testing.T) {
 			}
 		}
 		disk := t.TempDir()
-		powerCopy(t, rng, q, disk)
+		var dst syncDiskStats
+		powerCopy(t, rng, sd, disk, &dst)
 		mu.Lock()
 		copied := len(events)
 		mu.Unlock()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/pagelog/pagelog/internal/tmpfstest"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,11 +16,7 @@ import (
 // test may not mount one. It returns the tmpfs and the file that fills it.
 func fullTmpfs(t *testing.T) (fsdir, ballast string) {
 	t.Helper()
-	fsdir = t.TempDir()
-	if err := syscall.Mount("tmpfs", fsdir, "tmpfs", 0, "size=1m,mode=0700"); err != nil {
-		t.Skipf("cannot mount a tmpfs here: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(fsdir, syscall.MNT_DETACH) })
+	fsdir = tmpfstest.Mount(t, "1m")
 	ballast = filepath.Join(fsdir, "ballast")
 	f, err := os.Create(ballast)
 	if err != nil {

@@ -113,7 +113,11 @@ func Read(dir, name string) ([]byte, error) {
 func Replace(dir, name string, data []byte, mode os.FileMode) error {
 	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
-	err := regfile.WriteNew(tmp, data, mode, true)
+	hook := SyncHook(dir)
+	err := regfile.WriteNew(tmp, data, mode, hook == nil)
+	if err == nil && hook != nil {
+		err = syncWith(tmp, hook)
+	}
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
@@ -131,7 +135,11 @@ func SyncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("pagelog: sync directory: %w", err)
 	}
-	err = d.Sync()
+	if hook := SyncHook(dir); hook != nil {
+		err = hook(d)
+	} else {
+		err = d.Sync()
+	}
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
