@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
@@ -134,7 +133,7 @@ func (d *syncDisk) sync(dir string, f *os.File) error {
 	return nil
 }
 
-func inode(st fs.FileInfo) uint64 { return uint64(st.Sys().(*syscall.Stat_t).Ino) }
+func inode(st fs.FileInfo) uint64 { return inodeNumber(st) }
 
 // pin keeps the inode of the file at path (hard-linked into the shadow
 // directory) so that it is never reused for another file. The caller
