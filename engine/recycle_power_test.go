@@ -117,6 +117,11 @@ func TestRecyclePowerLossBeforeZerosReachDisk(t *testing.T) {
 	// reused file as the disk last held it (its old records, then the
 	// unwritten extents fallocate added, which read as zeros).
 	crash := t.TempDir()
+	// The roll's goroutine may still be naming the new segment's index
+	// files: the picture is taken once it has.
+	l.mu.Lock()
+	l.awaitSeal()
+	l.mu.Unlock()
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
