@@ -14,9 +14,11 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -97,6 +99,11 @@ func crashCopyFiles(t testing.TB, src, dst string) {
 			continue
 		}
 		in, err := os.Open(filepath.Join(src, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			// Renamed or removed since the listing by a live log's
+			// background work: as a crash between the two would leave it.
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,6 +118,38 @@ func crashCopyFiles(t testing.TB, src, dst string) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// quietCopyFiles copies l's files into dst (which exists) at a moment when
+// no background work of l changes them: it holds the roll state's lock
+// while no segment is being prepared or removed (the preparer, and the
+// prefaulter's settle, mark that under it) and no roll is naming index
+// files. The caller makes no append, drop or Close meanwhile: the copy is
+// the directory as it stands between two calls.
+func quietCopyFiles(t testing.TB, l *Log, dst string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l.rolls.mu.Lock()
+		busy := l.rolls.preparing || l.rolls.activating
+		if named := l.rolls.named; named != nil && !busy {
+			select {
+			case <-named:
+			default:
+				busy = true
+			}
+		}
+		if !busy {
+			crashCopyFiles(t, l.dir, dst)
+			l.rolls.mu.Unlock()
+			return
+		}
+		l.rolls.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("the log's background work never went quiet")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
