@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -566,31 +565,36 @@ func storeKill9Child(dir, policy, seq string) {
 // TestStorePowerLoss: the store workload runs over a thousand queues
 // under SyncAlways and the power fails at a random moment (after a random
 // number of acknowledgements), round after round, each round on the disk
-// the failure before left. The disk is built from the store's files log by
-// log as TestQueuePowerLoss builds a queue's: what each log synced is
-// kept, what it did not may be kept, zeroed, torn or (a newest segment)
-// lost. The logs are copied in the reverse order of what the store makes
-// durable first (the heads before the deletes they pass, the deletes
-// before the messages they name, the messages before the names of their
-// queues), with the store's checkpoints held off meanwhile, so that the
-// copy is a state a power failure can leave. The checks are
-// TestStoreKill9's, for what was acknowledged before the failure.
+// the failure before left. The disk is built from the syncs the store's
+// logs really made, watched as TestQueuePowerLoss watches a queue's (see
+// syncDisk): each file as its last fdatasync left it, torn sector by
+// sector towards what it holds now; each directory as its last sync left
+// it, or with the entries made since. A sync the store leaves out loses
+// what it acknowledged. The checks are TestStoreKill9's, for what was
+// acknowledged before the failure.
 func TestStorePowerLoss(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	m := newSCModel()
+	var st syncDiskStats
 	for round := range storeCrashRoundCount() {
-		if dir = storePowerLossRound(t, round, dir, m); t.Failed() {
+		if dir = storePowerLossRound(t, round, dir, m, &st); t.Failed() {
 			return
 		}
+	}
+	t.Log(st)
+	if !t.Failed() && st.sectorsOld == 0 {
+		t.Errorf("no image kept an unsynced sector old: the disk never tore (%v)", st)
 	}
 }
 
 // storePowerLossRound runs the workload on the store in dir until the
 // power fails, checks the disk the failure left and returns its
 // directory.
-func storePowerLossRound(t *testing.T, round int, dir string, m *scModel) string {
+func storePowerLossRound(t *testing.T, round int, dir string, m *scModel, st *syncDiskStats) string {
 	rng := rand.New(rand.NewPCG(uint64(round), uint64(time.Now().UnixNano())))
+	sd := newSyncDiskOf(t, dir, storeDirs)
+	sd.writeback() // the disk the round starts from is all there is
 	s, err := OpenStore(dir, storeCrashOptions(engine.SyncAlways))
 	if err != nil {
 		t.Fatalf("round %d: open: %v", round, err)
@@ -631,40 +635,15 @@ func storePowerLossRound(t *testing.T, round int, dir string, m *scModel) string
 	acked := len(events)
 	mu.Unlock()
 	disk := t.TempDir()
-	st := storePowerCopy(t, rng, s, disk, round > 0)
+	sd.crash()
+	before := *st
+	sd.build(t, rng, disk, st)
 	mu.Lock()
 	ended := len(events) // calls made before may be on the disk
 	mu.Unlock()
 	end()
 	fig := checkStoreCrash(t, disk, m, events[:ended], acked, true)
-	t.Logf("round %d: %d acknowledged before the failure; disk: %d bytes of records not known durable, %d of their sectors torn, %d segments lost; %v",
-		round, acked, st.unsynced, st.torn, st.dropped, fig)
+	t.Logf("round %d: %d acknowledged before the failure; disk: %d files torn, %d entries lost, %d files never synced; %v",
+		round, acked, st.filesTorn-before.filesTorn, st.entriesLost-before.entriesLost, st.unsynced-before.unsynced, fig)
 	return disk
-}
-
-// storePowerCopy copies the store s into disk as a power failure could
-// leave it; see TestStorePowerLoss. damaged: s was opened on a disk an
-// earlier failure left, whose logs may hold damaged records below their
-// durable points.
-func storePowerCopy(t *testing.T, rng *rand.Rand, s *Store, disk string, damaged bool) powerStats {
-	t.Helper()
-	// No checkpoint while the copy is made: one would sync new heads and
-	// drop the segments below them, leaving a copy with the old heads and
-	// without those segments, a state no power failure leaves.
-	s.ckMu.Lock()
-	defer s.ckMu.Unlock()
-	var st powerStats
-	for _, c := range []struct {
-		l   *engine.Log
-		sub string
-	}{
-		{s.heads, storeHeadsDir},
-		{s.dels.l, storeDeletesDir},
-		{s.recvs.l, storeReceivesDir},
-		{s.msgs.l, storeMessagesDir},
-		{s.names, storeNamesDir},
-	} {
-		powerCopyLog(t, rng, c.l, filepath.Join(s.dir, c.sub), filepath.Join(disk, c.sub), false, damaged, &st)
-	}
-	return st
 }

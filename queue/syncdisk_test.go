@@ -42,7 +42,8 @@ import (
 // queue loses what it should have kept.
 type syncDisk struct {
 	dirs   []string // watched: the queue's directories
-	shadow string   // hard links that keep every inode seen
+	layout func(dir string) []string
+	shadow string // hard links that keep every inode seen
 
 	mu     sync.Mutex
 	frozen bool // the power failed: syncs after it keep nothing
@@ -79,12 +80,28 @@ func queueDirs(dir string) []string {
 	return out
 }
 
+// storeDirs lists the directories of the store at dir: its logs'.
+func storeDirs(dir string) []string {
+	var out []string
+	for _, sub := range []string{storeHeadsDir, storeDeletesDir, storeReceivesDir, storeMessagesDir, storeNamesDir} {
+		out = append(out, filepath.Join(dir, sub))
+	}
+	return out
+}
+
 // newSyncDisk watches the syncs of the queue to be opened at dir (it must
 // be set before Open: a log takes its hook when it opens).
 func newSyncDisk(t testing.TB, dir string) *syncDisk {
+	return newSyncDiskOf(t, dir, queueDirs)
+}
+
+// newSyncDiskOf watches the syncs of the directories layout(dir), of a
+// queue or a store to be opened at dir; build writes them to
+// layout(disk).
+func newSyncDiskOf(t testing.TB, dir string, layout func(string) []string) *syncDisk {
 	t.Helper()
 	d := &syncDisk{
-		dirs: queueDirs(dir), shadow: t.TempDir(),
+		dirs: layout(dir), layout: layout, shadow: t.TempDir(),
 		synced: map[uint64][]byte{}, names: map[string]map[string]uint64{}, linked: map[uint64]bool{},
 		fileSyncs: map[string]int{}, dirSyncs: map[string]int{},
 	}
@@ -203,7 +220,7 @@ func isCheckpointFile(name string) bool {
 }
 
 // build writes into disk (the queue's directory; its dead letters go to
-// DeadLetterPath(disk)) what the power failure may have left. rng nil:
+// DeadLetterPath(disk); or the store's) what the power failure may have left. rng nil:
 // exactly what was synced, nothing torn and no entry made since the last
 // directory sync. Call it after crash.
 func (d *syncDisk) build(t testing.TB, rng *rand.Rand, disk string, st *syncDiskStats) {
@@ -215,7 +232,7 @@ func (d *syncDisk) build(t testing.TB, rng *rand.Rand, disk string, st *syncDisk
 	}
 	st.images++
 	for i, dir := range d.dirs {
-		to := queueDirs(disk)[i]
+		to := d.layout(disk)[i]
 		if err := os.MkdirAll(to, 0o700); err != nil {
 			t.Fatal(err)
 		}
