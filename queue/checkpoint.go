@@ -248,6 +248,9 @@ type checkpointState struct {
 	// below it (the dedup window keeps it).
 	early bool
 	held  uint64
+	// bg counts the goroutines noteHead starts: Close waits for them, so
+	// that none runs after it returns.
+	bg sync.WaitGroup
 
 	shown atomic.Pointer[checkpointReport] // for Stats, without waiting on mu
 
@@ -319,8 +322,11 @@ func (q *Queue) checkpointTick() {
 // noteHead starts an early checkpoint when the head has left the message
 // log's oldest segment. Called with q.mu held, after the head may have
 // moved: it reads the log's segment list, without a lock.
+//
+// Closed, it starts none: every start is under q.mu before closed is set,
+// so that Close's wait for them (ck.bg) follows every Add.
 func (q *Queue) noteHead() {
-	if q.ck.early {
+	if q.ck.early || q.closed.Load() {
 		return
 	}
 	p, ok := q.log.DropPoint()
@@ -328,7 +334,11 @@ func (q *Queue) noteHead() {
 		return
 	}
 	q.ck.early = true
-	go q.checkpointEarly()
+	q.ck.bg.Add(1)
+	go func() {
+		defer q.ck.bg.Done()
+		q.checkpointEarly()
+	}()
 }
 
 // settleDrop runs after each checkpoint, and when the checkpoints start:
@@ -348,7 +358,8 @@ func (q *Queue) settleDrop() {
 func (q *Queue) checkpointEarly() {
 	if q.st != nil {
 		// A queue of a store has no timer of its own: the store
-		// brings its checkpoint forward.
+		// brings its checkpoint forward (on a goroutine of its own:
+		// this one takes no lock a closing queue's caller may hold).
 		q.st.s.checkpointSoon(q.st.sq)
 		return
 	}

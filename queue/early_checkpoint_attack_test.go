@@ -476,9 +476,12 @@ func TestEarlyCheckpointAttackCloseManualClock(t *testing.T) {
 		ms := receiveAll(t, q)
 		clock.Advance(time.Second * time.Duration(round%2)) // an eighth passed, or not
 		var wg sync.WaitGroup
+		var deleted atomic.Int64
+		var finished atomic.Bool
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer finished.Store(true)
 			for _, m := range ms {
 				if err := q.Delete(m.Offset); err != nil {
 					if !errors.Is(err, engine.ErrClosed) {
@@ -486,20 +489,25 @@ func TestEarlyCheckpointAttackCloseManualClock(t *testing.T) {
 					}
 					return
 				}
+				deleted.Add(1)
 			}
 		}()
-		time.Sleep(time.Duration(round*100) * time.Microsecond)
+		// Close after a number of deletes that grows with the round:
+		// from before the first early checkpoint to after several.
+		for deleted.Load() < int64(round*len(ms)/20) && !finished.Load() {
+			runtime.Gosched()
+		}
 		if err := q.Close(); err != nil {
 			t.Fatalf("round %d: Close: %v", round, err)
 		}
 		wg.Wait()
+		// Close waited for the checkpoints brought forward: nothing of
+		// the queue runs now, nor is left on the clock to run.
 		ino := headIno(t, dir)
-		time.Sleep(5 * time.Millisecond)
 		if n := clock.Pending(); n != 0 {
 			t.Fatalf("round %d: %d timers left on the clock after Close", round, n)
 		}
 		clock.Advance(time.Hour)
-		time.Sleep(5 * time.Millisecond)
 		if headIno(t, dir) != ino {
 			t.Fatalf("round %d: queue.head written after Close", round)
 		}

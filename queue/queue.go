@@ -557,6 +557,7 @@ func (q *Queue) close() error {
 		q.runMoves(last)
 	}
 	errs := []error{q.stopCheckpoints()}
+	q.ck.bg.Wait() // an early checkpoint's goroutine sees stopped and ends
 	if q.st != nil && !q.st.s.closing.Load() && q.owner == nil {
 		// Closed alone: its head (and its dead letters') is synced now,
 		// not at the store's next checkpoint.

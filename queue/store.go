@@ -61,6 +61,10 @@ type Store struct {
 	early      []*storeQueue
 	earlyArmed bool
 	earlyTimer Timer
+	// earlyRuns counts the early checkpoints armed or running: each is
+	// added under tickMu while not stopped, so Close's wait follows
+	// every Add.
+	earlyRuns sync.WaitGroup
 	lastCk     atomic.Int64 // the clock's UnixNano at the last checkpoint's start
 }
 
@@ -839,14 +843,22 @@ func (s *Store) checkpointSoon(sq *storeQueue) {
 		return
 	}
 	s.earlyArmed = true
+	s.earlyRuns.Add(1)
+	run := func() {
+		defer s.earlyRuns.Done()
+		s.earlyTick()
+	}
 	due := s.lastCk.Load() + int64(s.qopts.CheckpointInterval/8)
 	if wait := due - s.qopts.Clock.Now().UnixNano(); wait > 0 {
-		s.earlyTimer = s.qopts.Clock.AfterFunc(time.Duration(wait), s.earlyTick)
+		s.earlyTimer = s.qopts.Clock.AfterFunc(time.Duration(wait), run)
 		s.tickMu.Unlock()
 		return
 	}
 	s.tickMu.Unlock()
-	s.earlyTick()
+	// Not on the caller's goroutine: a queue's Close waits for that one,
+	// and the checkpoint may open queues (their openMu held by the
+	// closing caller).
+	go run()
 }
 
 // earlyQueues is the most queues a store may hold for checkpointSoon to
@@ -1254,11 +1266,12 @@ func (s *Store) Close() error {
 	s.tickMu.Lock()
 	s.stopped = true
 	s.timer.Stop()
-	if s.earlyTimer != nil {
-		s.earlyTimer.Stop()
+	if s.earlyTimer != nil && s.earlyTimer.Stop() {
+		s.earlyRuns.Done() // its run will not come
 	}
 	s.early = nil
 	s.tickMu.Unlock()
+	s.earlyRuns.Wait() // one fired or running sees stopped, or ends first
 	var errs []error
 	for _, q := range open {
 		if err := q.close(); err != nil && !errors.Is(err, engine.ErrClosed) {
