@@ -65,7 +65,7 @@ type Store struct {
 	// added under tickMu while not stopped, so Close's wait follows
 	// every Add.
 	earlyRuns sync.WaitGroup
-	lastCk     atomic.Int64 // the clock's UnixNano at the last checkpoint's start
+	lastCk    atomic.Int64 // the clock's UnixNano at the last checkpoint's start
 }
 
 // StoreOptions configure a Store. Zero fields mean the defaults.
