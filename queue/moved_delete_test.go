@@ -42,16 +42,16 @@ func appendDeleteClosed(t *testing.T, dir string, off uint64) {
 // the head: it handed the message out, and Stat counted it, while
 // Messages left it out.
 func TestDeleteNamingOlderCopyDeletesMovedMessage(t *testing.T) {
-	b := newB8Held(t, 12)
+	b := newBrowseHeld(t, 12)
 	defer func() { mustCloseQueue(t, b.q) }()
-	copies := b8Rounds(t, b, 12)
+	copies := browseRounds(t, b, 12)
 	checked := 0
 	for _, c := range copies {
 		st, err := Stat(c.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range b8List(t, c.dir) {
+		for _, m := range browseList(t, c.dir) {
 			if m.Record == m.Offset {
 				continue
 			}
@@ -61,7 +61,7 @@ func TestDeleteNamingOlderCopyDeletesMovedMessage(t *testing.T) {
 			if m.Offset >= st.Head && m.Offset >= st.Checkpointed {
 				older = append(older, m.Offset)
 			}
-			l := b8ReadLog(t, c.dir)
+			l := browseReadLog(t, c.dir)
 			for _, r := range l[m.Offset] {
 				if r != m.Record && r >= st.Checkpointed {
 					older = append(older, r)

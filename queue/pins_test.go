@@ -56,8 +56,8 @@ func TestPinsFirstHandOutReleasedByDelete(t *testing.T) {
 
 // Later hand-outs pin their segments until their own deadlines, one pin per
 // segment whatever the number of hand-outs from it, and a late Delete by an
-// earlier receiver does not end them (TestHostileBodiesManyQueues is the
-// attack).
+// earlier receiver does not end them (TestQueueBodiesNeverAnotherQueues
+// checks the bodies beside other queues).
 func TestPinsRedeliveriesOnePerSegment(t *testing.T) {
 	clock := newFakeClock()
 	q, first := pinsQueue(t, clock)

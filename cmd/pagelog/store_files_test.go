@@ -80,7 +80,7 @@ func TestStoreCommandsOnDamagedStoreFilesFinishWithoutACrash(t *testing.T) {
 						t.Fatalf("%s did not finish", name)
 					case r.code < 0 || r.code > 2:
 						t.Errorf("%s: exit %d\nstderr: %s", name, r.code, r.stderr)
-					case hostileCrash.MatchString(r.stderr):
+					case crashOutput.MatchString(r.stderr):
 						t.Errorf("%s crashed:\n%s", name, r.stderr)
 					case r.code != 0 && strings.TrimSpace(r.stderr+r.stdout) == "":
 						t.Errorf("%s: exit %d and not a word", name, r.code)

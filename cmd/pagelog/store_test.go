@@ -12,7 +12,7 @@ import (
 )
 
 // storeRun runs the real binary and fails the test unless it exits want.
-func storeRun(t *testing.T, want int, stdin string, args ...string) hostileResult {
+func storeRun(t *testing.T, want int, stdin string, args ...string) cmdResult {
 	t.Helper()
 	r := hqExec(t, pagelogBinary(t), stdin, args...)
 	if r.code != want {

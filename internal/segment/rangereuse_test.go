@@ -12,7 +12,7 @@ import (
 // When a new active segment's mapping takes over that address range, its
 // file covers only its first allocation step, and the stale slice points
 // past it: there it must read zeros, not fault. Deterministic counterpart
-// of the queue's TestHostileStaleBodyAfterRangeReuse.
+// of the queue's TestQueueStaleBodyAfterRangeReuseNoFault.
 func TestStaleSliceAfterRangeReuseReadsZeros(t *testing.T) {
 	cfg := testConfig(t, 8<<20, 4096)
 	cfg.Ranges = addrspace.For("segment-test:" + t.Name())

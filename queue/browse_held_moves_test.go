@@ -17,36 +17,36 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// Attacks on Messages and Stat beside moves of held messages: crash
+// Messages and Stat beside moves of held messages: crash
 // copies of a queue directory taken between the moves and checkpoints of
 // many rounds (several copies of one message, originals below the head,
 // deletes naming an older copy or the original, damaged records), and
 // Messages and Stat running beside an owner that moves, checkpoints and
 // deletes.
 
-// b8Msg is a held message of the model.
-type b8Msg struct {
+// browseMsg is a held message of the model.
+type browseMsg struct {
 	body  string
 	group string
 	due   time.Time // zero when none
 }
 
-// b8Held is a queue of held messages: plain ones in flight, delayed ones,
+// browseHeld is a queue of held messages: plain ones in flight, delayed ones,
 // groups whose front is in flight and whose second waits.
-type b8Held struct {
+type browseHeld struct {
 	t      *testing.T
 	dir    string
 	clock  *fakeClock
 	q      *Queue
-	live   map[uint64]*b8Msg
+	live   map[uint64]*browseMsg
 	filler string
 }
 
-func newB8Held(t *testing.T, n int) *b8Held {
-	b := &b8Held{t: t, dir: t.TempDir(), clock: newFakeClock(), live: map[uint64]*b8Msg{}, filler: strings.Repeat("f", 200)}
+func newBrowseHeld(t *testing.T, n int) *browseHeld {
+	b := &browseHeld{t: t, dir: t.TempDir(), clock: newFakeClock(), live: map[uint64]*browseMsg{}, filler: strings.Repeat("f", 200)}
 	b.q = openHeldQueue(t, b.dir, b.clock)
 	for i := range n {
-		x := &b8Msg{body: fmt.Sprintf("held-%03d-%s", i, strings.Repeat("h", 10+i%17))}
+		x := &browseMsg{body: fmt.Sprintf("held-%03d-%s", i, strings.Repeat("h", 10+i%17))}
 		o := SendOptions{}
 		switch i % 4 {
 		case 1:
@@ -65,7 +65,7 @@ func newB8Held(t *testing.T, n int) *b8Held {
 
 // next sends fillers until the log has one more segment, receives what is
 // ready and deletes the fillers; held messages handed out stay in flight.
-func (b *b8Held) next() {
+func (b *browseHeld) next() {
 	b.t.Helper()
 	sendToNextSegment(b.t, b.q, b.filler)
 	for _, m := range receiveAll(b.t, b.q) {
@@ -75,7 +75,7 @@ func (b *b8Held) next() {
 	}
 }
 
-func (b *b8Held) stor(key uint64) uint64 {
+func (b *browseHeld) stor(key uint64) uint64 {
 	b.q.mu.Lock()
 	defer b.q.mu.Unlock()
 	i, ok := b.q.es.lookup(key)
@@ -85,28 +85,28 @@ func (b *b8Held) stor(key uint64) uint64 {
 	return b.q.es.e[i].stor
 }
 
-// b8Copy is a crash copy and what it holds.
-type b8Copy struct {
+// browseCopy is a crash copy and what it holds.
+type browseCopy struct {
 	name string
 	dir  string
-	live map[uint64]*b8Msg
+	live map[uint64]*browseMsg
 	at   time.Time
 }
 
 // snap copies the directory (with q.ck.mu held by the caller: no move or
 // checkpoint runs).
-func (b *b8Held) snap(name string) b8Copy {
+func (b *browseHeld) snap(name string) browseCopy {
 	b.t.Helper()
 	d := filepath.Join(b.t.TempDir(), "q")
 	if err := os.Mkdir(d, 0o700); err != nil {
 		b.t.Fatal(err)
 	}
 	copyTree(b.t, b.dir, d)
-	return b8Copy{name: name, dir: d, live: maps.Clone(b.live), at: b.clock.Now()}
+	return browseCopy{name: name, dir: d, live: maps.Clone(b.live), at: b.clock.Now()}
 }
 
-// b8List returns what Messages gives for dir, bodies copied.
-func b8List(t *testing.T, dir string) []Stored {
+// browseList returns what Messages gives for dir, bodies copied.
+func browseList(t *testing.T, dir string) []Stored {
 	t.Helper()
 	var got []Stored
 	if err := Messages(dir, func(m Stored) bool {
@@ -119,18 +119,18 @@ func b8List(t *testing.T, dir string) []Stored {
 	return got
 }
 
-// b8Handed is a message a fresh Open hands out.
-type b8Handed struct {
+// browseHanded is a message a fresh Open hands out.
+type browseHanded struct {
 	body     string
 	group    string
 	receives int
 	err      error
 }
 
-// b8OpenDrain opens dir (a closed queue) at time at and receives
+// browseOpenDrain opens dir (a closed queue) at time at and receives
 // everything, deleting each message, with the clock advanced past every
 // delay and deadline; it fails on an offset handed out twice.
-func b8OpenDrain(t *testing.T, dir string, at time.Time, mod ...func(*Options)) map[uint64]b8Handed {
+func browseOpenDrain(t *testing.T, dir string, at time.Time, mod ...func(*Options)) map[uint64]browseHanded {
 	t.Helper()
 	clock := NewManualClock(at)
 	q := openEarlyQueue(t, dir, clock, append([]func(*Options){func(o *Options) {
@@ -138,7 +138,7 @@ func b8OpenDrain(t *testing.T, dir string, at time.Time, mod ...func(*Options)) 
 		o.MaxHeldSegments = 1
 	}}, mod...)...)
 	defer mustCloseQueue(t, q)
-	got := map[uint64]b8Handed{}
+	got := map[uint64]browseHanded{}
 	for idle := 0; idle < 3; {
 		m, ok, err := q.TryReceive()
 		if !ok {
@@ -157,7 +157,7 @@ func b8OpenDrain(t *testing.T, dir string, at time.Time, mod ...func(*Options)) 
 		if _, dup := got[m.Offset]; dup {
 			t.Fatalf("%s: a fresh Open hands %d out twice", dir, m.Offset)
 		}
-		got[m.Offset] = b8Handed{body: string(m.Body), group: m.Group, receives: m.Receives, err: err}
+		got[m.Offset] = browseHanded{body: string(m.Body), group: m.Group, receives: m.Receives, err: err}
 		mustDelete(t, q, m.Offset)
 	}
 	if n := q.Stats().Messages; n != 0 {
@@ -166,8 +166,8 @@ func b8OpenDrain(t *testing.T, dir string, at time.Time, mod ...func(*Options)) 
 	return got
 }
 
-// b8Ordered checks that ms are in strictly ascending order of Offset.
-func b8Ordered(t *testing.T, phase string, ms []Stored) {
+// browseOrdered checks that ms are in strictly ascending order of Offset.
+func browseOrdered(t *testing.T, phase string, ms []Stored) {
 	t.Helper()
 	for i := 1; i < len(ms); i++ {
 		if ms[i].Offset <= ms[i-1].Offset {
@@ -178,10 +178,10 @@ func b8Ordered(t *testing.T, phase string, ms []Stored) {
 
 // check compares Messages and Stat of an undamaged crash copy with the
 // model and with what a fresh Open of it hands out.
-func (c b8Copy) check(t *testing.T) {
+func (c browseCopy) check(t *testing.T) {
 	t.Helper()
-	got := b8List(t, c.dir)
-	b8Ordered(t, c.name, got)
+	got := browseList(t, c.dir)
+	browseOrdered(t, c.name, got)
 	st, err := Stat(c.dir)
 	if err != nil {
 		t.Fatalf("%s: Stat: %v", c.name, err)
@@ -215,7 +215,7 @@ func (c b8Copy) check(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyTree(t, c.dir, d)
-	handed := b8OpenDrain(t, d, c.at)
+	handed := browseOpenDrain(t, d, c.at)
 	if len(handed) != len(got) {
 		t.Errorf("%s: a fresh Open hands out %d messages, Messages gives %d", c.name, len(handed), len(got))
 	}
@@ -235,12 +235,12 @@ func (c b8Copy) check(t *testing.T) {
 	}
 }
 
-// b8Rounds runs rounds of moves and checkpoints, deleting a held message
+// browseRounds runs rounds of moves and checkpoints, deleting a held message
 // now and then, and copies the directory after each move, before each
 // checkpoint, in the middle of one (queue.head written, the segments not
 // dropped yet) and after it.
-func b8Rounds(t *testing.T, b *b8Held, rounds int) []b8Copy {
-	var copies []b8Copy
+func browseRounds(t *testing.T, b *browseHeld, rounds int) []browseCopy {
+	var copies []browseCopy
 	for r := range rounds {
 		b.next()
 		b.next()
@@ -312,10 +312,10 @@ func b8Rounds(t *testing.T, b *b8Held, rounds int) []b8Copy {
 // Messages gives every live message once, in offset order, with its body,
 // group, due time and receive count; Stat counts as many; a fresh Open
 // hands out the same messages.
-func TestBrowseAttack8CrashCopies(t *testing.T) {
-	b := newB8Held(t, 12)
+func TestBrowseCrashCopiesBetweenMoves(t *testing.T) {
+	b := newBrowseHeld(t, 12)
 	defer func() { mustCloseQueue(t, b.q) }()
-	copies := b8Rounds(t, b, 12)
+	copies := browseRounds(t, b, 12)
 	moved := 0
 	for k := range b.live {
 		if b.stor(k) != k {
@@ -332,7 +332,7 @@ func TestBrowseAttack8CrashCopies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for x, recs := range b8ReadLog(t, c.dir) {
+		for x, recs := range browseReadLog(t, c.dir) {
 			if len(recs) > 1 {
 				several++
 			}
@@ -348,9 +348,9 @@ func TestBrowseAttack8CrashCopies(t *testing.T) {
 	}
 }
 
-// b8Records returns where body occurs in the segment files of dir (file,
+// browseRecords returns where body occurs in the segment files of dir (file,
 // position), oldest segment first.
-func b8Records(t *testing.T, dir, body string) [][2]any {
+func browseRecords(t *testing.T, dir, body string) [][2]any {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
@@ -375,7 +375,7 @@ func b8Records(t *testing.T, dir, body string) [][2]any {
 	return at
 }
 
-func b8Flip(t *testing.T, name string, pos int) {
+func browseFlip(t *testing.T, name string, pos int) {
 	t.Helper()
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
@@ -397,10 +397,10 @@ func b8Flip(t *testing.T, name string, pos int) {
 // an offset twice, Stat counts what it gives, and a fresh Open hands out
 // the same offsets; a live message whose good record remains comes with
 // its body.
-func TestBrowseAttack8DamagedCopies(t *testing.T) {
-	b := newB8Held(t, 12)
+func TestBrowseDamagedCopiesNeverTwice(t *testing.T) {
+	b := newBrowseHeld(t, 12)
 	defer func() { mustCloseQueue(t, b.q) }()
-	copies := b8Rounds(t, b, 6)
+	copies := browseRounds(t, b, 6)
 	checked := 0
 	for ci, c := range copies {
 		if ci%2 == 1 {
@@ -408,7 +408,7 @@ func TestBrowseAttack8DamagedCopies(t *testing.T) {
 		}
 		for _, k := range slices.Sorted(maps.Keys(c.live)) {
 			x := c.live[k]
-			at := b8Records(t, c.dir, x.body)
+			at := browseRecords(t, c.dir, x.body)
 			if len(at) < 2 {
 				continue // only messages with an original or copy beside
 			}
@@ -420,8 +420,8 @@ func TestBrowseAttack8DamagedCopies(t *testing.T) {
 				}
 				copyTree(t, c.dir, d)
 				name := filepath.Join(d, filepath.Base(p[0].(string)))
-				b8Flip(t, name, p[1].(int)+len(x.body)/2)
-				b8CheckDamaged(t, phase, d, c, k)
+				browseFlip(t, name, p[1].(int)+len(x.body)/2)
+				browseCheckDamaged(t, phase, d, c, k)
 				checked++
 			}
 			break
@@ -433,7 +433,7 @@ func TestBrowseAttack8DamagedCopies(t *testing.T) {
 	}
 }
 
-func b8CheckDamaged(t *testing.T, phase, d string, c b8Copy, damaged uint64) {
+func browseCheckDamaged(t *testing.T, phase, d string, c browseCopy, damaged uint64) {
 	t.Helper()
 	var got []Stored
 	func() {
@@ -442,9 +442,9 @@ func b8CheckDamaged(t *testing.T, phase, d string, c b8Copy, damaged uint64) {
 				t.Fatalf("%s: Messages panics: %v", phase, r)
 			}
 		}()
-		got = b8List(t, d)
+		got = browseList(t, d)
 	}()
-	b8Ordered(t, phase, got)
+	browseOrdered(t, phase, got)
 	st, err := Stat(d)
 	if err != nil {
 		t.Fatalf("%s: Stat: %v", phase, err)
@@ -470,7 +470,7 @@ func b8CheckDamaged(t *testing.T, phase, d string, c b8Copy, damaged uint64) {
 			t.Errorf("%s: Messages left undamaged live message %d out", phase, k)
 		}
 	}
-	handed := b8OpenDrain(t, d, c.at)
+	handed := browseOpenDrain(t, d, c.at)
 	for k, h := range handed {
 		m, ok := seen[k]
 		switch {
@@ -492,9 +492,9 @@ func b8CheckDamaged(t *testing.T, phase, d string, c b8Copy, damaged uint64) {
 	}
 }
 
-// b8ReadLog returns the copies' records in the message log of dir, by the
+// browseReadLog returns the copies' records in the message log of dir, by the
 // offset their message is known by.
-func b8ReadLog(t *testing.T, dir string) map[uint64][]uint64 {
+func browseReadLog(t *testing.T, dir string) map[uint64][]uint64 {
 	t.Helper()
 	l, err := engine.OpenReadOnly(dir, engine.Options{})
 	if err != nil {
@@ -508,14 +508,14 @@ func b8ReadLog(t *testing.T, dir string) map[uint64][]uint64 {
 // deletes: no panic, no error, no offset twice, ascending order, every
 // message live before and after a call given by it with its body, unless
 // the call ran beside a move of it (counted and reported).
-func TestBrowseAttack8BesideOwner(t *testing.T) { b8BesideOwner(t, 0) }
+func TestBrowseBesideMovingOwner(t *testing.T) { browseBesideOwner(t, 0) }
 
 // The same with a reader that takes a while over each message (a
 // snapshot writing to a slow sink): moves and drops run within one call.
-func TestBrowseAttack8BesideOwnerSlowReader(t *testing.T) { b8BesideOwner(t, 300*time.Microsecond) }
+func TestBrowseBesideMovingOwnerSlowReader(t *testing.T) { browseBesideOwner(t, 300*time.Microsecond) }
 
-func b8BesideOwner(t *testing.T, slow time.Duration) {
-	b := newB8Held(t, 24)
+func browseBesideOwner(t *testing.T, slow time.Duration) {
+	b := newBrowseHeld(t, 24)
 	defer func() { mustCloseQueue(t, b.q) }()
 	// Messages that stay live throughout, and their bodies.
 	stable := map[uint64]string{}
@@ -641,7 +641,7 @@ func b8BesideOwner(t *testing.T, slow time.Duration) {
 		if r%10 == 0 && len(stable) < 150 {
 			body := fmt.Sprintf("new-held-%d", r)
 			k := mustSend(t, b.q, body)
-			b.live[k] = &b8Msg{body: body}
+			b.live[k] = &browseMsg{body: body}
 			storMu.Lock()
 			stable[k] = body
 			storMu.Unlock()

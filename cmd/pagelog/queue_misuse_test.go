@@ -1,10 +1,10 @@
 package main
 
-// Hostile tests of `pagelog queue send|receive|delete|stats`: each attacks
-// a promise of README.md ("The work queue") through the real binary or
-// the in-process entry point, and fails when the promise breaks. Run:
+// `pagelog queue send|receive|delete|stats` keep the promises of README.md
+// ("The work queue") against misuse: each test tries one through the real
+// binary or the in-process entry point, and fails when it breaks. Run:
 //
-//	go test -count=1 -run HostileQueue ./cmd/pagelog
+//	go test -count=1 -run TestQueueCLI ./cmd/pagelog
 
 import (
 	"bufio"
@@ -35,13 +35,13 @@ import (
 // called hung: a hang detector, not a speed test (a run that finishes
 // returns at once). Some runs do work in proportion to the queue: `queue
 // stats` walks every segment of the message log, mapping each one twice,
-// and TestHostileQueueStatsBesideOwner gives it about 1,900 segments of
+// and TestQueueCLIStatsBesideOwner gives it about 1,900 segments of
 // 64 KiB, where one run took 5 to 11 s beside two busy loops and more than
 // 20 s in a whole-suite run.
 const hqHangLimit = 2 * time.Minute
 
 // hqExec runs the binary with args and stdin, with a timeout.
-func hqExec(t *testing.T, bin, stdin string, args ...string) hostileResult {
+func hqExec(t *testing.T, bin, stdin string, args ...string) cmdResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hqHangLimit)
 	defer cancel()
@@ -53,7 +53,7 @@ func hqExec(t *testing.T, bin, stdin string, args ...string) hostileResult {
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatalf("pagelog %s: %v", strings.Join(args, " "), err)
 	}
-	return hostileResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), timedOut: ctx.Err() != nil}
+	return cmdResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), timedOut: ctx.Err() != nil}
 }
 
 var hqPrefix = regexp.MustCompile(`^pagelog queue [a-z]+: (.*)$`)
@@ -61,22 +61,22 @@ var hqPrefix = regexp.MustCompile(`^pagelog queue [a-z]+: (.*)$`)
 // hqCheck checks what every run of a queue command must satisfy: exit 0,
 // 1 or 2; no panic, fatal error, goroutine dump or fault; an error is one
 // line "pagelog queue <cmd>: <message>" that does not stutter.
-func hqCheck(t *testing.T, what string, r hostileResult) {
+func hqCheck(t *testing.T, what string, r cmdResult) {
 	t.Helper()
 	if r.timedOut {
 		t.Errorf("%s: did not finish in %v", what, hqHangLimit)
 		return
 	}
 	if r.code < 0 || r.code > 2 {
-		t.Errorf("%s: exit status %d, want 0, 1 or 2\nstderr: %s", what, r.code, hostileTrim(r.stderr))
+		t.Errorf("%s: exit status %d, want 0, 1 or 2\nstderr: %s", what, r.code, trimOutput(r.stderr))
 	}
-	if m := hostileCrash.FindString(r.stderr); m != "" {
-		t.Errorf("%s: standard error shows %q:\n%s", what, m, hostileTrim(r.stderr))
+	if m := crashOutput.FindString(r.stderr); m != "" {
+		t.Errorf("%s: standard error shows %q:\n%s", what, m, trimOutput(r.stderr))
 	}
 	if r.code == 1 {
 		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
 		if len(lines) != 1 {
-			t.Errorf("%s: exit 1 with %d lines on stderr, want one:\n%s", what, len(lines), hostileTrim(r.stderr))
+			t.Errorf("%s: exit 1 with %d lines on stderr, want one:\n%s", what, len(lines), trimOutput(r.stderr))
 		}
 		for _, line := range lines {
 			m := hqPrefix.FindStringSubmatch(line)
@@ -155,10 +155,10 @@ func hqPlainLog(t *testing.T, dir string) {
 	}
 }
 
-// TestHostileQueueSendWhere: "Only send creates a queue (in a new or empty
-// directory whose parent exists)". Anywhere else it fails, changes nothing
-// and creates nothing.
-func TestHostileQueueSendWhere(t *testing.T) {
+// TestQueueCLISendCreatesOnlyWhereAllowed: "Only send creates a queue (in a
+// new or empty directory whose parent exists)". Anywhere else it fails,
+// changes nothing and creates nothing.
+func TestQueueCLISendCreatesOnlyWhereAllowed(t *testing.T) {
 	bin := pagelogBinary(t)
 	root := t.TempDir()
 	mk := func(name string) string {
@@ -221,10 +221,10 @@ func TestHostileQueueSendWhere(t *testing.T) {
 	}
 }
 
-// TestHostileQueueRefuseNonQueues: receive, delete and stats refuse every
+// TestQueueCLIRefusesNonQueues: receive, delete and stats refuse every
 // directory that holds no queue, with exit 1 and one clear line, and
 // create or change nothing.
-func TestHostileQueueRefuseNonQueues(t *testing.T) {
+func TestQueueCLIRefusesNonQueues(t *testing.T) {
 	bin := pagelogBinary(t)
 	root := t.TempDir()
 	mk := func(name string) string {
@@ -278,12 +278,12 @@ func TestHostileQueueRefuseNonQueues(t *testing.T) {
 	}
 }
 
-// TestHostileQueueStatsBesideOwner: while `pagelog queue receive --wait
+// TestQueueCLIStatsBesideOwner: while `pagelog queue receive --wait
 // 60s` holds the queue open (with messages in flight in it), stats works,
 // says what the files say, and changes no file; so do the refused writers
 // (send, receive, delete), which name the owner. Then stats runs beside a
 // `queue send` that keeps appending.
-func TestHostileQueueStatsBesideOwner(t *testing.T) {
+func TestQueueCLIStatsBesideOwner(t *testing.T) {
 	bin := pagelogBinary(t)
 	dir := filepath.Join(t.TempDir(), "q")
 	hqQueue(t, dir, "m0", "m1", "m2", "m3", "m4")
@@ -417,11 +417,11 @@ func hqUnescape(s string) ([]byte, error) {
 	return b, nil
 }
 
-// TestHostileQueueReceiveRoundTrip: every message is one line, and its
+// TestQueueCLIReceiveRoundTripsBytes: every message is one line, and its
 // escaped text, or its --json body, gives back the exact bytes sent: every
 // single byte value, invalid UTF-8, escapes that look like escapes, an
 // empty body, 64 KiB of random bytes and a body of about 1 MiB.
-func TestHostileQueueReceiveRoundTrip(t *testing.T) {
+func TestQueueCLIReceiveRoundTripsBytes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "q")
 	mustRun(t, "", "queue", "send", "--dir", dir) // creates the queue
 	var bodies []string
@@ -446,12 +446,12 @@ func TestHostileQueueReceiveRoundTrip(t *testing.T) {
 	for i, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n") {
 		off, text, ok := strings.Cut(line, "\t")
 		if !ok || strings.ContainsAny(text, "\t\r") || off != strconv.Itoa(i) {
-			t.Errorf("message %d: line %q is not offset<TAB>escaped body", i, hostileTrimLine(line))
+			t.Errorf("message %d: line %q is not offset<TAB>escaped body", i, trimLine(line))
 			continue
 		}
 		got, err := hqUnescape(text)
 		if err != nil || string(got) != bodies[i] {
-			t.Errorf("message %d: %q unescapes to %q (%v), sent %q", i, hostileTrimLine(text), hostileTrimLine(string(got)), err, hostileTrimLine(bodies[i]))
+			t.Errorf("message %d: %q unescapes to %q (%v), sent %q", i, trimLine(text), trimLine(string(got)), err, trimLine(bodies[i]))
 		}
 	}
 
@@ -469,7 +469,7 @@ func TestHostileQueueReceiveRoundTrip(t *testing.T) {
 			BodyBase64 *string `json:"body_base64"`
 		}
 		if err := json.Unmarshal([]byte(line), &o); err != nil || o.Offset == nil || *o.Offset != uint64(i) {
-			t.Errorf("--json message %d: %v: %q", i, err, hostileTrimLine(line))
+			t.Errorf("--json message %d: %v: %q", i, err, trimLine(line))
 			continue
 		}
 		var got []byte
@@ -479,10 +479,10 @@ func TestHostileQueueReceiveRoundTrip(t *testing.T) {
 		case o.BodyBase64 != nil && o.Body == nil:
 			got, _ = base64.StdEncoding.DecodeString(*o.BodyBase64)
 		default:
-			t.Errorf("--json message %d: want exactly one of body and body_base64: %q", i, hostileTrimLine(line))
+			t.Errorf("--json message %d: want exactly one of body and body_base64: %q", i, trimLine(line))
 		}
 		if string(got) != bodies[i] {
-			t.Errorf("--json message %d: got %q, sent %q", i, hostileTrimLine(string(got)), hostileTrimLine(bodies[i]))
+			t.Errorf("--json message %d: got %q, sent %q", i, trimLine(string(got)), trimLine(bodies[i]))
 		}
 		if _, err := time.Parse(time.RFC3339Nano, o.Deadline); err != nil || o.Receives != 1 {
 			t.Errorf("--json message %d: receives %d, deadline %q", i, o.Receives, o.Deadline)
@@ -490,18 +490,18 @@ func TestHostileQueueReceiveRoundTrip(t *testing.T) {
 	}
 }
 
-func hostileTrimLine(s string) string {
+func trimLine(s string) string {
 	if len(s) > 80 {
 		return s[:80] + fmt.Sprintf("...(%d bytes)", len(s))
 	}
 	return s
 }
 
-// TestHostileQueueReceiveDamagedRecord: a message whose record is damaged
+// TestQueueCLIReceiveDamagedRecordNotEmpty: a message whose record is damaged
 // is handed out with an error (Queue.Receive says so). `queue receive`
 // must not print it as if it were a message with an empty body: the text
 // output has no other way to tell the two apart.
-func TestHostileQueueReceiveDamagedRecord(t *testing.T) {
+func TestQueueCLIReceiveDamagedRecordNotEmpty(t *testing.T) {
 	bin := pagelogBinary(t)
 	dir := filepath.Join(t.TempDir(), "q")
 	hqQueue(t, dir, "first", "second message", "third", "")
@@ -550,9 +550,9 @@ func TestHostileQueueReceiveDamagedRecord(t *testing.T) {
 	}
 }
 
-// TestHostileQueueExitCodes: odd arguments and damaged queues through the
-// real binary: exit 0, 1 or 2 only, no crash, one clear error line.
-func TestHostileQueueExitCodes(t *testing.T) {
+// TestQueueCLIExitCodesOnBadInput: odd arguments and damaged queues through
+// the real binary: exit 0, 1 or 2 only, no crash, one clear error line.
+func TestQueueCLIExitCodesOnBadInput(t *testing.T) {
 	bin := pagelogBinary(t)
 	root := t.TempDir()
 	good := filepath.Join(root, "good")
@@ -587,7 +587,7 @@ func TestHostileQueueExitCodes(t *testing.T) {
 	for name, damage := range damaged {
 		for _, args := range argsFor("DIR") {
 			dir := filepath.Join(root, fmt.Sprintf("d%d", runs))
-			hostileCopy(t, good, dir)
+			copyLogTree(t, good, dir)
 			damage(dir)
 			for i := range args {
 				if args[i] == "DIR" {
@@ -617,21 +617,21 @@ func TestHostileQueueExitCodes(t *testing.T) {
 	t.Logf("%d runs of the binary", runs)
 }
 
-// TestHostileQueueReadersBesideDeleter: `queue stats` and `verify` beside a
+// TestQueueCLIReadersBesideDeleter: `queue stats` and `verify` beside a
 // process that sends, receives and deletes as fast as it can, with head
 // checkpoints every 2 ms dropping segments of both logs: every run exits 0
 // and reports no damage, no lost records and no lost offsets (nothing was
 // lost: the queue is healthy), and stats never shows a head beyond the end.
-func TestHostileQueueReadersBesideDeleter(t *testing.T) {
-	if dir := os.Getenv("PAGELOG_HOSTILE_DELETER_DIR"); dir != "" {
+func TestQueueCLIReadersBesideDeleter(t *testing.T) {
+	if dir := os.Getenv("PAGELOG_QUEUE_DELETER_DIR"); dir != "" {
 		hqDeleterChild(dir)
 		return
 	}
 	bin := pagelogBinary(t)
 	dir := filepath.Join(t.TempDir(), "q")
 	hqQueue(t, dir, "first")
-	child := exec.Command(os.Args[0], "-test.run=^TestHostileQueueReadersBesideDeleter$", "-test.count=1")
-	child.Env = append(os.Environ(), "PAGELOG_HOSTILE_DELETER_DIR="+dir)
+	child := exec.Command(os.Args[0], "-test.run=^TestQueueCLIReadersBesideDeleter$", "-test.count=1")
+	child.Env = append(os.Environ(), "PAGELOG_QUEUE_DELETER_DIR="+dir)
 	var childErr bytes.Buffer
 	child.Stderr = &childErr
 	out, err := child.StdoutPipe()

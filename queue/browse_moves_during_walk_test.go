@@ -17,15 +17,15 @@ import (
 // else comes. The newest segment Messages opened keeps live messages, so
 // the walk follows the log to the copies.
 
-// m10Msg is a live message of the test.
-type m10Msg struct {
+// walkMsg is a live message of the test.
+type walkMsg struct {
 	body     string
 	group    string
 	inFlight bool // its Body pins its original's file in the owner
 	keeper   bool // not held: never moved
 }
 
-func TestMessagesAttack10MovedDuringWalk(t *testing.T) {
+func TestBrowseMovedDuringWalkComeOnce(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	q := openEarlyQueue(t, dir, clock, func(o *Options) {
@@ -35,10 +35,10 @@ func TestMessagesAttack10MovedDuringWalk(t *testing.T) {
 	})
 	defer mustCloseQueue(t, q)
 	filler := strings.Repeat("f", 200)
-	live := map[uint64]*m10Msg{}
+	live := map[uint64]*walkMsg{}
 	send := func(body string, o SendOptions) uint64 {
 		off := mustSendWith(t, q, body, o)
-		live[off] = &m10Msg{body: body, group: o.Group}
+		live[off] = &walkMsg{body: body, group: o.Group}
 		return off
 	}
 	// Receives what is ready and deletes the fillers; live messages
@@ -73,7 +73,7 @@ func TestMessagesAttack10MovedDuringWalk(t *testing.T) {
 	// Keepers fill the active segment: too many live messages for a
 	// move, so it stays, and the walk's log keeps following the owner.
 	for i := range 8 {
-		live[mustSend(t, q, fmt.Sprint("keeper-", i))] = &m10Msg{body: fmt.Sprint("keeper-", i), keeper: true}
+		live[mustSend(t, q, fmt.Sprint("keeper-", i))] = &walkMsg{body: fmt.Sprint("keeper-", i), keeper: true}
 	}
 	stor := func(key uint64) uint64 {
 		q.mu.Lock()
@@ -83,7 +83,7 @@ func TestMessagesAttack10MovedDuringWalk(t *testing.T) {
 		}
 		return key
 	}
-	held := func(h *m10Msg) bool { return h != nil && !h.keeper }
+	held := func(h *walkMsg) bool { return h != nil && !h.keeper }
 	// The files of the held messages' records that leave at the move, by
 	// inode: reused once dropped. A file that holds the record of a
 	// message in flight is left out (its Body pins the file in the
@@ -181,7 +181,7 @@ func TestMessagesAttack10MovedDuringWalk(t *testing.T) {
 			// Nothing deleted, nothing more dropped: the kept files
 			// come back one by one. These messages are live too.
 			for segs := q.log.Stats().Segments; q.log.Stats().Segments == segs; {
-				live[mustSend(t, q, filler)] = &m10Msg{body: filler, keeper: true}
+				live[mustSend(t, q, filler)] = &walkMsg{body: filler, keeper: true}
 			}
 		}
 		return true

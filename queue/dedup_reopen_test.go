@@ -8,13 +8,13 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// TestAttack2DedupWindowReopenManySegments: ids sent over many small
+// TestDedupWindowReopenManySegments: ids sent over many small
 // segments are remembered after a reopen whose log maps one or two sealed
 // segments at a time (the window is rebuilt through OffsetForTime, which
 // passes over sealed segments on their time index's end): a second send
 // of each id appends nothing and returns the first send's offset, in the
 // first open after the sends and in the next one too.
-func TestAttack2DedupWindowReopenManySegments(t *testing.T) {
+func TestDedupWindowReopenManySegments(t *testing.T) {
 	for _, maps := range []int{1, 2} {
 		t.Run(fmt.Sprint(maps), func(t *testing.T) {
 			dir := t.TempDir()

@@ -15,7 +15,7 @@ import (
 // dropped files are reused. The delayed message
 // is live throughout: it must come once, at its copy's place (its
 // original's file no longer holds it).
-func TestMessagesAttack10NewestDroppedCopyPastEnd(t *testing.T) {
+func TestBrowseNewestDroppedFollowsCopyPastEnd(t *testing.T) {
 	for _, recycle := range []int{0} {
 		t.Run(fmt.Sprint("recycle=", recycle), func(t *testing.T) {
 			clock := newFakeClock()

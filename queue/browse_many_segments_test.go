@@ -13,7 +13,7 @@ import (
 // oldest segments are mapped on demand, and some are not mapped when the
 // owner deletes their messages and drops them under the walk. Messages
 // must go on past them and end, giving every message not deleted.
-func TestMessagesAttack10ManySegmentsDropped(t *testing.T) {
+func TestBrowseManySegmentsDroppedUnderWalk(t *testing.T) {
 	clock := newFakeClock()
 	dir := t.TempDir()
 	q := openTestQueue(t, dir, clock, func(o *Options) { o.CheckpointInterval = time.Hour })

@@ -17,8 +17,8 @@ import (
 // Segments sealed in the process (Seal) join their log's map cache: they
 // may be evicted while no reader holds them, and are mapped again on use.
 
-// a4Mapped reports whether this process maps path (a .log file).
-func a4Mapped(t *testing.T, path string) bool {
+// mappedHere reports whether this process maps path (a .log file).
+func mappedHere(t *testing.T, path string) bool {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -32,9 +32,9 @@ func a4Mapped(t *testing.T, path string) bool {
 	return false
 }
 
-// a4Sealed creates, fills and seals a segment at base, its seal time
+// newSealed creates, fills and seals a segment at base, its seal time
 // noted at ms on cfg's clock.
-func a4Sealed(t *testing.T, cfg *Config, base uint64, clock *atomic.Int64, ms int64, sync bool) (*Segment, written) {
+func newSealed(t *testing.T, cfg *Config, base uint64, clock *atomic.Int64, ms int64, sync bool) (*Segment, written) {
 	t.Helper()
 	s, err := Create(cfg, base)
 	if err != nil {
@@ -49,9 +49,9 @@ func a4Sealed(t *testing.T, cfg *Config, base uint64, clock *atomic.Int64, ms in
 	return s, w
 }
 
-// a4Reads checks every record of s holding a reference, as a log's
+// readsHeld checks every record of s holding a reference, as a log's
 // readers do.
-func a4Reads(t *testing.T, s *Segment, w written) {
+func readsHeld(t *testing.T, s *Segment, w written) {
 	t.Helper()
 	if !s.Acquire() {
 		t.Fatal("Acquire failed")
@@ -60,12 +60,12 @@ func a4Reads(t *testing.T, s *Segment, w written) {
 	checkReads(t, s, w)
 }
 
-// TestAttack4SealJoinsMapCache: a sealed segment is recorded as mapped, is
+// TestSealJoinsMapCache: a sealed segment is recorded as mapped, is
 // evicted by the next one (one kept mapped), stays unmapped through Hold
 // and Sync, maps again on Acquire with its records, index and seal time
 // (the log's clock, not the file's) as they were, and the cache counts
 // every segment once; with and without retired address ranges.
-func TestAttack4SealJoinsMapCache(t *testing.T) {
+func TestSealJoinsMapCache(t *testing.T) {
 	for _, ranges := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unmap", true: "ranges"}[ranges], func(t *testing.T) {
 			cfg := testConfig(t, 4096, 1<<20) // no index entries: NewestTime is the seal time
@@ -76,14 +76,14 @@ func TestAttack4SealJoinsMapCache(t *testing.T) {
 				cfg.Ranges = addrspace.For("segment-test:" + t.Name())
 			}
 			const t0 = 1_000_000 // far from the wall clock, and from the files' times
-			a, wa := a4Sealed(t, cfg, 0, &clock, t0, false)
+			a, wa := newSealed(t, cfg, 0, &clock, t0, false)
 			if !a.Lazy() || !a.isMapped.Load() || cfg.Maps.Mapped() != 1 {
 				t.Fatalf("after Seal: lazy %v, mapped %v, the cache counts %d", a.Lazy(), a.isMapped.Load(), cfg.Maps.Mapped())
 			}
-			b, wb := a4Sealed(t, cfg, a.Next(), &clock, t0+1000, true)
-			if a.isMapped.Load() || cfg.Maps.Mapped() != 1 || a4Mapped(t, a.Path()) {
+			b, wb := newSealed(t, cfg, a.Next(), &clock, t0+1000, true)
+			if a.isMapped.Load() || cfg.Maps.Mapped() != 1 || mappedHere(t, a.Path()) {
 				t.Fatalf("the first sealed segment was not evicted by the second: mapped %v, the cache counts %d, in maps %v",
-					a.isMapped.Load(), cfg.Maps.Mapped(), a4Mapped(t, a.Path()))
+					a.isMapped.Load(), cfg.Maps.Mapped(), mappedHere(t, a.Path()))
 			}
 			// Hold and Sync: the file, not the bytes.
 			if !a.Hold() {
@@ -100,7 +100,7 @@ func TestAttack4SealJoinsMapCache(t *testing.T) {
 			if ms, ok := a.NewestTime(); !ok || ms != t0 {
 				t.Fatalf("NewestTime of the evicted segment: %d %v, want %d", ms, ok, t0)
 			}
-			a4Reads(t, a, wa)
+			readsHeld(t, a, wa)
 			if !a.isMapped.Load() || b.isMapped.Load() || cfg.Maps.Mapped() != 1 {
 				t.Fatalf("after reading the first: mapped %v and %v, the cache counts %d", a.isMapped.Load(), b.isMapped.Load(), cfg.Maps.Mapped())
 			}
@@ -119,7 +119,7 @@ func TestAttack4SealJoinsMapCache(t *testing.T) {
 					t.Fatalf("segment %d: FirstID %d %v", i, id, ok)
 				}
 			}
-			a4Reads(t, b, wb)
+			readsHeld(t, b, wb)
 			for _, s := range []*Segment{a, b} {
 				if st, err := os.Stat(s.Path()); err != nil || st.Size() != s.End() {
 					t.Fatalf("%s: %v, want %d bytes", s.Path(), err, s.End())
@@ -133,18 +133,18 @@ func TestAttack4SealJoinsMapCache(t *testing.T) {
 			if n := cfg.Maps.Mapped(); n != 0 {
 				t.Fatalf("the cache counts %d segments after Close", n)
 			}
-			if a4Mapped(t, a.Path()) || a4Mapped(t, b.Path()) {
+			if mappedHere(t, a.Path()) || mappedHere(t, b.Path()) {
 				t.Fatal("a closed segment's file is still mapped")
 			}
 		})
 	}
 }
 
-// TestAttack4SealWhileHeld: a reader's reference and record, taken while
+// TestSealWhileHeldStaysMapped: a reader's reference and record, taken while
 // the segment was active, keep it mapped across its seal and the seals of
 // others; its bytes never change; the reader's Release lets the cache
 // evict it down to its bound.
-func TestAttack4SealWhileHeld(t *testing.T) {
+func TestSealWhileHeldStaysMapped(t *testing.T) {
 	for _, ranges := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unmap", true: "ranges"}[ranges], func(t *testing.T) {
 			cfg := testConfig(t, 4096, 256)
@@ -172,7 +172,7 @@ func TestAttack4SealWhileHeld(t *testing.T) {
 			segs := []*Segment{a}
 			next := a.Next()
 			for range 4 {
-				s, _ := a4Sealed(t, cfg, next, &clock, 1, false)
+				s, _ := newSealed(t, cfg, next, &clock, 1, false)
 				segs = append(segs, s)
 				next = s.Next()
 			}
@@ -187,7 +187,7 @@ func TestAttack4SealWhileHeld(t *testing.T) {
 			if a.isMapped.Load() || cfg.Maps.Mapped() != 1 {
 				t.Fatalf("the reader's Release left %d mapped (held one mapped: %v), bound 1", cfg.Maps.Mapped(), a.isMapped.Load())
 			}
-			a4Reads(t, a, wa)
+			readsHeld(t, a, wa)
 			for _, s := range segs {
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
@@ -200,11 +200,11 @@ func TestAttack4SealWhileHeld(t *testing.T) {
 	}
 }
 
-// TestAttack4SealEmptyAndRecycled: an empty sealed segment (a roll past
+// TestSealEmptyAndRecycledMapAgain: an empty sealed segment (a roll past
 // lost offsets) and one sealed in a reused file (kept at its old size,
 // zeros past the records) are evicted and mapped again: no error, their
 // records, entries and missing ranges as before.
-func TestAttack4SealEmptyAndRecycled(t *testing.T) {
+func TestSealEmptyAndRecycledMapAgain(t *testing.T) {
 	cfg := testConfig(t, 4096, 256)
 	cfg.Maps = &MapCache{Max: 1}
 	cfg.KeepActiveSize = true
@@ -221,7 +221,7 @@ func TestAttack4SealEmptyAndRecycled(t *testing.T) {
 	}
 	empty.MissingUpTo(10)
 	// A file handed on by a dropped segment, reused.
-	old, _ := a4Sealed(t, cfg, 10, &clock, 6000, false)
+	old, _ := newSealed(t, cfg, 10, &clock, 6000, false)
 	path := cfg.Dir + "/recycled.tmp"
 	if err := os.Rename(old.Path(), path); err != nil {
 		t.Fatal(err)
@@ -266,7 +266,7 @@ func TestAttack4SealEmptyAndRecycled(t *testing.T) {
 	}
 	entries := r.idx.Load().entries()
 	r.Release()
-	other, _ := a4Sealed(t, cfg, 1000, &clock, 7000, false) // evicts both
+	other, _ := newSealed(t, cfg, 1000, &clock, 7000, false) // evicts both
 	for round := range 3 {
 		for _, s := range []*Segment{empty, r, other} {
 			if !s.Acquire() {
@@ -313,12 +313,12 @@ func TestAttack4SealEmptyAndRecycled(t *testing.T) {
 	}
 }
 
-// TestAttack4SealEvictConcurrent: a writer creates, fills and seals
+// TestSealEvictConcurrentReaders: a writer creates, fills and seals
 // segments one after the other (one kept mapped) while readers take
 // references on sealed ones, read and hold records, and call the methods
 // that pin a segment on their own; then every segment is closed, some
 // while readers still hold them.
-func TestAttack4SealEvictConcurrent(t *testing.T) {
+func TestSealEvictConcurrentReaders(t *testing.T) {
 	for _, ranges := range []bool{false, true} {
 		t.Run(map[bool]string{false: "unmap", true: "ranges"}[ranges], func(t *testing.T) {
 			cfg := testConfig(t, 4096, 256)
@@ -463,7 +463,7 @@ func TestAttack4SealEvictConcurrent(t *testing.T) {
 				t.Fatalf("the cache counts %d segments, bound 1, no reader left", n)
 			}
 			for _, e := range list {
-				a4Reads(t, e.s, e.w)
+				readsHeld(t, e.s, e.w)
 				if err := e.s.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -472,7 +472,7 @@ func TestAttack4SealEvictConcurrent(t *testing.T) {
 				t.Fatalf("the cache counts %d segments after Close", n)
 			}
 			for _, s := range all {
-				if a4Mapped(t, s.Path()) {
+				if mappedHere(t, s.Path()) {
 					t.Fatalf("%s still mapped after Close", s.Path())
 				}
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// TestAttack9CloseBesideEverything: Close (which closes the message log
+// TestQueueCloseBesideEveryCall: Close (which closes the message log
 // before the dead-letter queue and the side logs) while senders,
 // receivers that delete or release (moves to the dead letters with
 // MaxReceives 2), Redrive, Stats and a snapshot reader run. Every call
@@ -20,7 +20,7 @@ import (
 // every message whose Send returned nil and whose Delete did not, in
 // itself or in its dead letters, and hands out no message whose Delete
 // returned nil.
-func TestAttack9CloseBesideEverything(t *testing.T) {
+func TestQueueCloseBesideEveryCall(t *testing.T) {
 	for _, policy := range []engine.SyncPolicy{engine.SyncNone, engine.SyncInterval, engine.SyncAlways} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			dir := t.TempDir()
@@ -31,9 +31,9 @@ func TestAttack9CloseBesideEverything(t *testing.T) {
 				o.MaxReceives = 2
 				o.Visibility = time.Hour
 			}
-			m := newA9Model(300)
+			m := newAckModel(300)
 			for round := range 8 {
-				a9CloseRound(t, dir, opts, m, uint64(round))
+				closeRound(t, dir, opts, m, uint64(round))
 			}
 			q := openTestQueue(t, dir, newFakeClock(), opts)
 			defer mustCloseQueue(t, q)
@@ -42,11 +42,11 @@ func TestAttack9CloseBesideEverything(t *testing.T) {
 	}
 }
 
-// a9CloseRound opens the queue, runs the load, closes it beside the load,
+// closeRound opens the queue, runs the load, closes it beside the load,
 // then reopens it and checks m against it (leaving everything ready for
 // the next round: what it receives in the check is released again by
 // the reopen after).
-func a9CloseRound(t *testing.T, dir string, opts func(*Options), m *a9Model, seed uint64) {
+func closeRound(t *testing.T, dir string, opts func(*Options), m *ackModel, seed uint64) {
 	q := openTestQueue(t, dir, newFakeClock(), opts)
 	var (
 		mu      sync.Mutex // guards m
@@ -72,7 +72,7 @@ func a9CloseRound(t *testing.T, dir string, opts func(*Options), m *a9Model, see
 				id := m.next
 				m.next++
 				mu.Unlock()
-				off, err := q.Send(a9Body(id, m.size))
+				off, err := q.Send(idBody(id, m.size))
 				if err != nil {
 					if !closed(err) {
 						fail(fmt.Errorf("sender %d: Send: %w", s, err))
@@ -102,7 +102,7 @@ func a9CloseRound(t *testing.T, dir string, opts func(*Options), m *a9Model, see
 					time.Sleep(50 * time.Microsecond)
 					continue
 				}
-				id := a9ID(msg.Body)
+				id := bodyID(msg.Body)
 				if id < 0 {
 					fail(fmt.Errorf("received %d: a body never sent", msg.Offset))
 					return

@@ -29,7 +29,7 @@ func (s *slowSink) Write(p []byte) (int, error) {
 // checkpoints every few milliseconds), persisted while sends, hand-outs
 // and deletes of other messages make the queue move and checkpoint: each
 // restored FSM's digest equals the source's when the snapshot was taken.
-func TestFSMSnapshotsBesideMovesAttack8(t *testing.T) {
+func TestFSMSnapshotsBesideMovesRestoreSameDigest(t *testing.T) {
 	src := newMovingFSM(t, 5*time.Millisecond)
 	a := &applier{f: src}
 	filler := func(i int) []byte { return []byte(fmt.Sprintf("filler %d %s", i, strings.Repeat("f", 300))) }

@@ -15,7 +15,7 @@ import (
 // the log: a move and a sync at every checkpoint, for as long as the
 // messages are held, once a consumer polling the queue (finding nothing)
 // has let the cursor pass the copies.
-func TestMovedAttack7IdleCopiesChurn(t *testing.T) {
+func TestMovedIdleQueueStopsRecopying(t *testing.T) {
 	const nHeld = 200
 	clock := newFakeClock()
 	q := openEarlyQueue(t, t.TempDir(), clock, func(o *Options) {

@@ -1,9 +1,9 @@
 package main
 
-// TestHostileCommands runs every subcommand that takes --dir against
-// damaged logs, directories that hold no log, a path that does not exist,
-// /etc and a regular file, through the real binary, and checks what any
-// user may rely on:
+// TestCommandsOnBadDirsFailCleanly runs every subcommand that takes --dir
+// against damaged logs, directories that hold no log, a path that does not
+// exist, /etc and a regular file, through the real binary, and checks what
+// any user may rely on:
 //
 //   - the exit status is 0, 1 or 2, and standard error never shows a panic,
 //     a fatal runtime error, a goroutine dump or a fault (SIGBUS, SIGSEGV);
@@ -13,7 +13,7 @@ package main
 //   - verify and recover of a directory that holds no log fail with exit 1
 //     and create nothing.
 //
-// Run: go test -count=1 -run Hostile ./cmd/pagelog
+// Run: go test -count=1 -run TestCommandsOnBadDirs ./cmd/pagelog
 
 import (
 	"bytes"
@@ -34,20 +34,20 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// hostileDirCase is one --dir to attack.
-type hostileDirCase struct {
+// badDirCase is one --dir to try.
+type badDirCase struct {
 	name   string
 	dir    string
 	hasLog bool // holds a log (damaged or not)
 	system bool // a system directory: never written to, hashed shallowly
 }
 
-func TestHostileCommands(t *testing.T) {
+func TestCommandsOnBadDirsFailCleanly(t *testing.T) {
 	start := time.Now()
 	bin := pagelogBinary(t)
 	root := t.TempDir()
-	tpl, unclean := hostileCmdTemplate(t, root)
-	bases := hostileBases(t, tpl)
+	tpl, unclean := badDirTemplate(t, root)
+	bases := segmentBases(t, tpl)
 	if len(bases) < 5 {
 		t.Fatalf("template has %d segments", len(bases))
 	}
@@ -58,8 +58,8 @@ func TestHostileCommands(t *testing.T) {
 		damage func(dir string) error
 	}{
 		{"undamaged", func(string) error { return nil }},
-		{"flip in a sealed segment", func(d string) error { return hostileFlip(filepath.Join(d, seg(1, ".log")), -1) }},
-		{"flip in the first 16 bytes of the newest segment", func(d string) error { return hostileFlip(filepath.Join(d, seg(newest, ".log")), 9) }},
+		{"flip in a sealed segment", func(d string) error { return flipByte(filepath.Join(d, seg(1, ".log")), -1) }},
+		{"flip in the first 16 bytes of the newest segment", func(d string) error { return flipByte(filepath.Join(d, seg(newest, ".log")), 9) }},
 		{"middle .log removed", func(d string) error { return os.Remove(filepath.Join(d, seg(newest/2, ".log"))) }},
 		{"newest .log removed", func(d string) error { return os.Remove(filepath.Join(d, seg(newest, ".log"))) }},
 		{"newest .log cut to 100 bytes", func(d string) error { return os.Truncate(filepath.Join(d, seg(newest, ".log")), 100) }},
@@ -69,10 +69,10 @@ func TestHostileCommands(t *testing.T) {
 		{"newest .log renamed to base+7", func(d string) error {
 			return os.Rename(filepath.Join(d, seg(newest, ".log")), filepath.Join(d, fmt.Sprintf("%020d.log", bases[newest]+7)))
 		}},
-		{"garbage appended to a sealed .log", func(d string) error { return hostileAppendGarbage(filepath.Join(d, seg(1, ".log"))) }},
-		{"time index flipped", func(d string) error { return hostileFlip(filepath.Join(d, seg(newest, ".timeindex")), 1) }},
+		{"garbage appended to a sealed .log", func(d string) error { return appendGarbage(filepath.Join(d, seg(1, ".log"))) }},
+		{"time index flipped", func(d string) error { return flipByte(filepath.Join(d, seg(newest, ".timeindex")), 1) }},
 		{"log.meta removed", func(d string) error { return os.Remove(filepath.Join(d, "log.meta")) }},
-		{"log.clean flipped", func(d string) error { return hostileFlip(filepath.Join(d, "log.clean"), 20) }},
+		{"log.clean flipped", func(d string) error { return flipByte(filepath.Join(d, "log.clean"), 20) }},
 		{"stray index file", func(d string) error {
 			return os.WriteFile(filepath.Join(d, fmt.Sprintf("%020d.index", 99999)), make([]byte, 16), 0o600)
 		}},
@@ -81,18 +81,18 @@ func TestHostileCommands(t *testing.T) {
 			return os.Mkdir(filepath.Join(d, "LOCK"), 0o700)
 		}},
 	}
-	var cases []hostileDirCase
+	var cases []badDirCase
 	for i, d := range damaged {
 		src := tpl
 		if i == 0 {
-			cases = append(cases, hostileDirCase{name: "unclean (copied while a writer was open)", dir: unclean, hasLog: true})
+			cases = append(cases, badDirCase{name: "unclean (copied while a writer was open)", dir: unclean, hasLog: true})
 		}
 		dir := filepath.Join(root, fmt.Sprintf("damaged-%02d", i))
-		hostileCopy(t, src, dir)
+		copyLogTree(t, src, dir)
 		if err := d.damage(dir); err != nil {
 			t.Fatalf("%s: %v", d.name, err)
 		}
-		cases = append(cases, hostileDirCase{name: d.name, dir: dir, hasLog: true})
+		cases = append(cases, badDirCase{name: d.name, dir: dir, hasLog: true})
 	}
 	empty := filepath.Join(root, "empty")
 	notes := filepath.Join(root, "notes")
@@ -109,11 +109,11 @@ func TestHostileCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases = append(cases,
-		hostileDirCase{name: "empty directory", dir: empty},
-		hostileDirCase{name: "directory holding notes.txt", dir: notes},
-		hostileDirCase{name: "path that does not exist", dir: filepath.Join(root, "missing", "log")},
-		hostileDirCase{name: "/etc", dir: "/etc", system: true},
-		hostileDirCase{name: "regular file as --dir", dir: file},
+		badDirCase{name: "empty directory", dir: empty},
+		badDirCase{name: "directory holding notes.txt", dir: notes},
+		badDirCase{name: "path that does not exist", dir: filepath.Join(root, "missing", "log")},
+		badDirCase{name: "/etc", dir: "/etc", system: true},
+		badDirCase{name: "regular file as --dir", dir: file},
 	)
 
 	readOnly := [][]string{
@@ -132,10 +132,10 @@ func TestHostileCommands(t *testing.T) {
 	for ci, c := range cases {
 		for _, args := range readOnly {
 			runs++
-			before := hostileTree(t, c)
-			r := hostileExec(t, bin, c.dir, args)
-			hostileCheckRun(t, c, args, r)
-			if after := hostileTree(t, c); after != before {
+			before := badDirTreeHash(t, c)
+			r := execCommand(t, bin, c.dir, args)
+			checkCommandRun(t, c, args, r)
+			if after := badDirTreeHash(t, c); after != before {
 				t.Errorf("%s: pagelog %s changed the directory (a read-only command)", c.name, strings.Join(args, " "))
 			}
 			if args[0] == "verify" && !c.hasLog && r.code != 1 {
@@ -160,23 +160,23 @@ func TestHostileCommands(t *testing.T) {
 			dir := c.dir
 			if c.hasLog { // each writing command gets its own copy
 				dir = filepath.Join(root, fmt.Sprintf("w-%02d-%d", ci, wi))
-				hostileCopy(t, c.dir, dir)
+				copyLogTree(t, c.dir, dir)
 			}
 			cc := c
 			cc.dir = dir
-			before := hostileTree(t, cc)
-			r := hostileExec(t, bin, dir, args)
-			hostileCheckRun(t, cc, args, r)
+			before := badDirTreeHash(t, cc)
+			r := execCommand(t, bin, dir, args)
+			checkCommandRun(t, cc, args, r)
 			if args[0] == "recover" && !c.hasLog {
 				if r.code != 1 {
 					t.Errorf("%s: pagelog %s: exit %d, want 1 (no log here)\n%s", c.name, strings.Join(args, " "), r.code, r.stderr)
 				}
-				if after := hostileTree(t, cc); after != before {
+				if after := badDirTreeHash(t, cc); after != before {
 					t.Errorf("%s: pagelog %s created or changed files where there is no log", c.name, strings.Join(args, " "))
 				}
 			}
 			if args[0] == "append" && c.name == "regular file as --dir" {
-				if after := hostileTree(t, cc); after != before {
+				if after := badDirTreeHash(t, cc); after != before {
 					t.Errorf("%s: pagelog append changed the file", c.name)
 				}
 			}
@@ -185,9 +185,9 @@ func TestHostileCommands(t *testing.T) {
 	t.Logf("%d directories, %d runs of the binary, in %v", len(cases), runs, time.Since(start).Round(time.Millisecond))
 }
 
-// hostileCmdTemplate writes a closed log of a few hundred records in 8 KiB
+// badDirTemplate writes a closed log of a few hundred records in 8 KiB
 // segments, and a copy of it taken while the writer was still open.
-func hostileCmdTemplate(t *testing.T, root string) (string, string) {
+func badDirTemplate(t *testing.T, root string) (string, string) {
 	t.Helper()
 	dir := filepath.Join(root, "template")
 	// SyncInterval, so that the checkpointer writes log.recovery (once a
@@ -212,14 +212,14 @@ func hostileCmdTemplate(t *testing.T, root string) (string, string) {
 		}
 	}
 	unclean := filepath.Join(root, "unclean")
-	hostileCopy(t, dir, unclean)
+	copyLogTree(t, dir, unclean)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return dir, unclean
 }
 
-func hostileBases(t *testing.T, dir string) []uint64 {
+func segmentBases(t *testing.T, dir string) []uint64 {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -236,8 +236,8 @@ func hostileBases(t *testing.T, dir string) []uint64 {
 	return bases
 }
 
-// hostileCopy copies the regular files of src into dst.
-func hostileCopy(t *testing.T, src, dst string) {
+// copyLogTree copies the regular files of src into dst.
+func copyLogTree(t *testing.T, src, dst string) {
 	t.Helper()
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		t.Fatal(err)
@@ -263,8 +263,8 @@ func hostileCopy(t *testing.T, src, dst string) {
 	}
 }
 
-// hostileFlip flips a byte of a file: at pos, or in the middle when pos < 0.
-func hostileFlip(path string, pos int) error {
+// flipByte flips a byte of a file: at pos, or in the middle when pos < 0.
+func flipByte(path string, pos int) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -276,7 +276,7 @@ func hostileFlip(path string, pos int) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-func hostileAppendGarbage(path string) error {
+func appendGarbage(path string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return err
@@ -292,10 +292,10 @@ func hostileAppendGarbage(path string) error {
 	return err
 }
 
-// hostileTree is a fingerprint of what is at c.dir: the whole tree (names,
+// badDirTreeHash is a fingerprint of what is at c.dir: the whole tree (names,
 // modes, sizes, times, contents), a shallow listing for a system
 // directory, or "absent".
-func hostileTree(t *testing.T, c hostileDirCase) string {
+func badDirTreeHash(t *testing.T, c badDirCase) string {
 	t.Helper()
 	st, err := os.Lstat(c.dir)
 	if err != nil {
@@ -357,15 +357,15 @@ func hashDirTree(t *testing.T, dir string) string {
 	return strings.Join(parts, "\n")
 }
 
-type hostileResult struct {
+type cmdResult struct {
 	code           int
 	stdout, stderr string
 	timedOut       bool
 }
 
-// hostileExec runs `pagelog <args[0]> --dir dir <args[1:]...>` with empty
+// execCommand runs `pagelog <args[0]> --dir dir <args[1:]...>` with empty
 // standard input.
-func hostileExec(t *testing.T, bin, dir string, args []string) hostileResult {
+func execCommand(t *testing.T, bin, dir string, args []string) cmdResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -375,7 +375,7 @@ func hostileExec(t *testing.T, bin, dir string, args []string) hostileResult {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	r := hostileResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), timedOut: ctx.Err() != nil}
+	r := cmdResult{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String(), timedOut: ctx.Err() != nil}
 	if err != nil && cmd.ProcessState == nil {
 		t.Fatalf("pagelog %s: %v", strings.Join(full, " "), err)
 	}
@@ -383,12 +383,12 @@ func hostileExec(t *testing.T, bin, dir string, args []string) hostileResult {
 }
 
 var (
-	hostileCrash   = regexp.MustCompile(`panic|fatal error|goroutine |SIGBUS|SIGSEGV`)
-	hostileStutter = regexp.MustCompile(`^pagelog [a-z]+: (.*)$`)
+	crashOutput   = regexp.MustCompile(`panic|fatal error|goroutine |SIGBUS|SIGSEGV`)
+	stutteredLine = regexp.MustCompile(`^pagelog [a-z]+: (.*)$`)
 )
 
-// hostileCheckRun checks what every run must satisfy.
-func hostileCheckRun(t *testing.T, c hostileDirCase, args []string, r hostileResult) {
+// checkCommandRun checks what every run must satisfy.
+func checkCommandRun(t *testing.T, c badDirCase, args []string, r cmdResult) {
 	t.Helper()
 	what := fmt.Sprintf("%s: pagelog %s", c.name, strings.Join(args, " "))
 	if r.timedOut {
@@ -396,13 +396,13 @@ func hostileCheckRun(t *testing.T, c hostileDirCase, args []string, r hostileRes
 		return
 	}
 	if r.code < 0 || r.code > 2 {
-		t.Errorf("%s: exit status %d, want 0, 1 or 2\nstderr: %s", what, r.code, hostileTrim(r.stderr))
+		t.Errorf("%s: exit status %d, want 0, 1 or 2\nstderr: %s", what, r.code, trimOutput(r.stderr))
 	}
-	if m := hostileCrash.FindString(r.stderr); m != "" {
-		t.Errorf("%s: standard error shows %q:\n%s", what, m, hostileTrim(r.stderr))
+	if m := crashOutput.FindString(r.stderr); m != "" {
+		t.Errorf("%s: standard error shows %q:\n%s", what, m, trimOutput(r.stderr))
 	}
 	for _, line := range strings.Split(r.stderr, "\n") {
-		m := hostileStutter.FindStringSubmatch(line)
+		m := stutteredLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -412,8 +412,8 @@ func hostileCheckRun(t *testing.T, c hostileDirCase, args []string, r hostileRes
 	}
 }
 
-// hostileTrim keeps the first lines of s.
-func hostileTrim(s string) string {
+// trimOutput keeps the first lines of s.
+func trimOutput(s string) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > 8 {
 		lines = append(lines[:8], "...")

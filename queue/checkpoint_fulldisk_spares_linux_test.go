@@ -12,14 +12,14 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// TestAttack9QueueFullDiskDeadLetterSpares: on a full disk, the queue's
+// TestCheckpointFullDiskTakesDeadLetterSpares: on a full disk, the queue's
 // own logs have given up their spare files to one head checkpoint; the
 // next one (the head moved again) finds none of theirs, while its
 // dead-letter queue, on the same disk, holds a prepared segment. The
 // head checkpoint, and Close, find no room although the queue's
 // directories hold spare files.
-func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
-	dir, fsdir := a9Tmpfs(t, 32)
+func TestCheckpointFullDiskTakesDeadLetterSpares(t *testing.T) {
+	dir, fsdir := fullDiskTmpfs(t, 32)
 	opts := func(o *Options) {
 		o.Log = engine.Options{SegmentBytes: 1 << 20}
 		o.CheckpointInterval = time.Millisecond
@@ -28,7 +28,7 @@ func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
 		o.Visibility = time.Hour
 	}
 	q := openTestQueue(t, dir, newFakeClock(), opts)
-	m := newA9Model(4000)
+	m := newAckModel(4000)
 	for range 1500 {
 		if err := m.send(q); err != nil {
 			t.Fatal(err)
@@ -59,7 +59,7 @@ func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
 	for k := 1300; k < 1490 && !stuck; k += 10 {
 		// Whatever the last checkpoint freed (the old queue.head's
 		// page, a dropped segment) is taken again.
-		a9FillMore(t, fsdir, fmt.Sprintf("ballast-%d", k))
+		fillMore(t, fsdir, fmt.Sprintf("ballast-%d", k))
 		for _, msg := range got[k : k+10] {
 			if err := m.del(q, msg.Offset); err != nil {
 				t.Fatal(err)
@@ -73,8 +73,8 @@ func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				if spares := a9Spares(dir); len(spares) > 0 {
-					a9LogFiles(t, dir)
+				if spares := spareFiles(dir); len(spares) > 0 {
+					logQueueFiles(t, dir)
 					t.Errorf("no head checkpoint at %d on the full disk in 2 s while the queue's directories hold spare files %v: queue.head %+v, %v; checkpoint error %v",
 						want, spares, h, err, q.Stats().CheckpointError)
 				}
@@ -84,7 +84,7 @@ func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	spares := a9Spares(dir)
+	spares := spareFiles(dir)
 	closeErr := q.Close()
 	t.Logf("Close: %v", closeErr)
 	if closeErr != nil && len(spares) > 0 {
@@ -93,15 +93,15 @@ func TestAttack9QueueFullDiskDeadLetterSpares(t *testing.T) {
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
-	a9RemoveMore(t, fsdir)
+	removeMore(t, fsdir)
 	q = openTestQueue(t, dir, newFakeClock(), opts)
 	defer mustCloseQueue(t, q)
 	m.check(t, q)
 }
 
-// a9FillMore takes every free block of the file system of fsdir with a
+// fillMore takes every free block of the file system of fsdir with a
 // new file name (fillTmpfs's file stays as it is), page by page.
-func a9FillMore(t *testing.T, fsdir, name string) {
+func fillMore(t *testing.T, fsdir, name string) {
 	t.Helper()
 	f, err := os.Create(filepath.Join(fsdir, name))
 	if err != nil {
@@ -126,8 +126,8 @@ func a9FillMore(t *testing.T, fsdir, name string) {
 	}
 }
 
-// a9RemoveMore removes the files a9FillMore made.
-func a9RemoveMore(t *testing.T, fsdir string) {
+// removeMore removes the files fillMore made.
+func removeMore(t *testing.T, fsdir string) {
 	t.Helper()
 	m, _ := filepath.Glob(filepath.Join(fsdir, "ballast-*"))
 	for _, p := range m {

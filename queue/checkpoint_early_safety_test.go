@@ -17,8 +17,8 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// Attacks on the early checkpoints (checkpointEarly, noteHead,
-// settleDrop): the rate limit seen through a ManualClock, drop points held
+// The early checkpoints (checkpointEarly, noteHead, settleDrop) under
+// pressure: the rate limit seen through a ManualClock, drop points held
 // by the dedup window, messages that hold the head (in flight, delayed,
 // grouped) moved out while checkpoints come early, Close racing a stream
 // of deletes, kill -9 and power failures with early checkpoints doing most
@@ -89,7 +89,7 @@ func deleteBelow(t *testing.T, q *Queue, ms []Message, to uint64) []Message {
 	return ms
 }
 
-// earlyInterval is the checkpoint interval of the ManualClock attacks: an
+// earlyInterval is the checkpoint interval of the ManualClock tests: an
 // early checkpoint waits for an eighth of it, a second.
 const earlyInterval = 8 * time.Second
 
@@ -109,7 +109,7 @@ func openEarlyQueue(t *testing.T, dir string, clock *fakeClock, mod ...func(*Opt
 // segment goes), and brings it at that nanosecond without the tick; one
 // brought forward after the eighth has passed runs at once. Five segments
 // in a row, then one with the eighth passed beforehand.
-func TestEarlyCheckpointAttackManualClockEighth(t *testing.T) {
+func TestEarlyCheckpointWaitsAnEighthOfInterval(t *testing.T) {
 	const interval = earlyInterval
 	clock := newFakeClock()
 	dir := t.TempDir()
@@ -161,7 +161,7 @@ func TestEarlyCheckpointAttackManualClockEighth(t *testing.T) {
 // early for it, however far the head goes, until the tick; the segments
 // holding the dedup ids stay while the window does (a resend returns the
 // first offset), and go once it has passed.
-func TestEarlyCheckpointAttackDedupHeld(t *testing.T) {
+func TestEarlyCheckpointHeldByDedupWindow(t *testing.T) {
 	const interval = earlyInterval
 	clock := newFakeClock()
 	dir := t.TempDir()
@@ -231,7 +231,7 @@ func TestEarlyCheckpointAttackDedupHeld(t *testing.T) {
 // reopen, each held message is there under its offset with its body: the
 // delayed one comes when due, the group's second after its first is
 // deleted; nothing else comes back.
-func TestEarlyCheckpointAttackHeldMessagesMoved(t *testing.T) {
+func TestEarlyCheckpointDropsPastMovedHeldMessages(t *testing.T) {
 	const interval = earlyInterval
 	clock := newFakeClock()
 	dir := t.TempDir()
@@ -326,7 +326,7 @@ func TestEarlyCheckpointAttackHeldMessagesMoved(t *testing.T) {
 // returns nil; once it has returned nothing writes queue.head or removes a
 // file; no goroutine outlives the queue; the reopen hands out every
 // message sent and not deleted, none whose Delete returned, and no other.
-func TestEarlyCheckpointAttackCloseRacingDeletes(t *testing.T) {
+func TestEarlyCheckpointCloseRacingDeletes(t *testing.T) {
 	before := runtime.NumGoroutine()
 	rng := rand.New(rand.NewPCG(7, 7))
 	for round := range 25 {
@@ -465,7 +465,7 @@ func dirState(t *testing.T, dir string) string {
 // With a ManualClock, Close racing deletes that bring checkpoints forward:
 // after Close no timer of the queue is left on the clock, and advancing
 // it runs nothing (queue.head is not replaced).
-func TestEarlyCheckpointAttackCloseManualClock(t *testing.T) {
+func TestEarlyCheckpointCloseLeavesNoTimer(t *testing.T) {
 	for round := range 20 {
 		clock := newFakeClock()
 		dir := t.TempDir()
@@ -528,20 +528,20 @@ func earlyKillOptions() Options {
 	return o
 }
 
-// TestEarlyCheckpointAttackKill9: a queue process runs the workload with
-// early checkpoints doing the drops and is killed with SIGKILL at a
-// random moment. The reopened queue and its dead letters hold every
-// acknowledged message no Delete was called for; no message whose Delete
-// returned comes back; groups keep their order; nothing is damaged; new
-// messages take new offsets.
-func TestEarlyCheckpointAttackKill9(t *testing.T) {
+// TestEarlyCheckpointKill9KeepsAcknowledged: a queue process runs the
+// workload with early checkpoints doing the drops and is killed with
+// SIGKILL at a random moment. The reopened queue and its dead letters hold
+// every acknowledged message no Delete was called for; no message whose
+// Delete returned comes back; groups keep their order; nothing is damaged;
+// new messages take new offsets.
+func TestEarlyCheckpointKill9KeepsAcknowledged(t *testing.T) {
 	if dir := os.Getenv("PAGELOG_EARLY_KILL_DIR"); dir != "" {
 		earlyKillChild(dir)
 		return
 	}
 	for round := range 3 {
 		dir := t.TempDir()
-		cmd, pipe, stderr := startChild(t, "TestEarlyCheckpointAttackKill9", "PAGELOG_EARLY_KILL_DIR="+dir)
+		cmd, pipe, stderr := startChild(t, "TestEarlyCheckpointKill9KeepsAcknowledged", "PAGELOG_EARLY_KILL_DIR="+dir)
 		got, busy, copied := childEvents(pipe, 3000)
 		select {
 		case <-busy:
@@ -595,13 +595,14 @@ func earlyKillChild(dir string) {
 	select {}
 }
 
-// TestEarlyCheckpointAttackPowerLoss: the steady load with early
+// TestEarlyCheckpointPowerLossKeepsAcknowledged: the steady load with early
 // checkpoints doing the drops (interval 800 ms: an early one at most every
 // 100 ms, while the head leaves a 4 KiB segment every few milliseconds),
 // under each sync policy, every log synced, then a power failure
-// (powerCopy) and a restart as it is: every send acknowledged before the sync comes back unless a Delete
-// was called for it, and no message whose Delete returned before then.
-func TestEarlyCheckpointAttackPowerLoss(t *testing.T) {
+// (powerCopy) and a restart as it is: every send acknowledged before the
+// sync comes back unless a Delete was called for it, and no message whose
+// Delete returned before then.
+func TestEarlyCheckpointPowerLossKeepsAcknowledged(t *testing.T) {
 	for round, policy := range []engine.SyncPolicy{engine.SyncInterval, engine.SyncNone, engine.SyncAlways} {
 		rng := rand.New(rand.NewPCG(uint64(round), uint64(time.Now().UnixNano())))
 		o := wlOptions(policy)

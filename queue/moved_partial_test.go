@@ -10,31 +10,31 @@ import (
 	"time"
 )
 
-// Attacks on the partial moves of held messages (liveIn, moveHeld): many
-// held messages, in flight, delayed and grouped, gathered into one segment
-// by a first series of moves, then moved out of it again at most
-// MaxMovedPerSegment at a time; between two of those moves messages are
+// The partial moves of held messages (liveIn, moveHeld) lose and repeat
+// nothing: many held messages, in flight, delayed and grouped, gathered
+// into one segment by a first series of moves, then moved out of it again
+// at most MaxMovedPerSegment at a time; between two of those moves messages are
 // deleted, released, redelivered, dead-lettered, come due, the queue is
 // copied as a crash would leave it and closed and opened again. Every
 // message comes back once, with its offset, body, receive count, group
 // order and due time.
 
 const (
-	a7Plain   = iota // received once, held in flight
-	a7Near           // delayed a7NearDelay: comes due in the middle of the moves
-	a7Far            // delayed a7FarDelay: due after everything
-	a7Grouped        // in one of a7Groups groups: the front in flight, the others waiting
+	partialPlain   = iota // received once, held in flight
+	partialNear           // delayed partialNearDelay: comes due in the middle of the moves
+	partialFar            // delayed partialFarDelay: due after everything
+	partialGrouped        // in one of partialGroups groups: the front in flight, the others waiting
 )
 
 const (
-	a7NearDelay   = 3 * time.Hour
-	a7FarDelay    = 100 * time.Hour
-	a7Visibility  = 10 * time.Hour
-	a7Groups      = 5
-	a7MaxReceives = 4
+	partialNearDelay   = 3 * time.Hour
+	partialFarDelay    = 100 * time.Hour
+	partialVisibility  = 10 * time.Hour
+	partialGroups      = 5
+	partialMaxReceives = 4
 )
 
-type a7Msg struct {
+type partialMsg struct {
 	key   uint64
 	body  string
 	group string
@@ -43,14 +43,14 @@ type a7Msg struct {
 	gone  bool // deleted or dead-lettered
 }
 
-type a7Model struct {
-	msgs    map[uint64]*a7Msg
+type partialModel struct {
+	msgs    map[uint64]*partialMsg
 	groups  map[string][]uint64 // keys in send order, gone ones included
 	nearDue bool                // the near delays have passed
 }
 
-func (m *a7Model) clone() *a7Model {
-	c := &a7Model{msgs: map[uint64]*a7Msg{}, groups: map[string][]uint64{}, nearDue: m.nearDue}
+func (m *partialModel) clone() *partialModel {
+	c := &partialModel{msgs: map[uint64]*partialMsg{}, groups: map[string][]uint64{}, nearDue: m.nearDue}
 	for k, x := range m.msgs {
 		y := *x
 		c.msgs[k] = &y
@@ -62,7 +62,7 @@ func (m *a7Model) clone() *a7Model {
 }
 
 // front returns the key of group g's first message not gone.
-func (m *a7Model) front(g string) (uint64, bool) {
+func (m *partialModel) front(g string) (uint64, bool) {
 	for _, k := range m.groups[g] {
 		if !m.msgs[k].gone {
 			return k, true
@@ -72,7 +72,7 @@ func (m *a7Model) front(g string) (uint64, bool) {
 }
 
 // live returns the keys not gone, sorted.
-func (m *a7Model) live() []uint64 {
+func (m *partialModel) live() []uint64 {
 	var ks []uint64
 	for k, x := range m.msgs {
 		if !x.gone {
@@ -86,20 +86,20 @@ func (m *a7Model) live() []uint64 {
 // readyAfterReset returns the messages that are ready once every deadline
 // has passed (or after a reopen): the plain ones, the near delayed ones
 // once due, the far ones when far, and each group's front.
-func (m *a7Model) readyAfterReset(far bool) map[uint64]bool {
+func (m *partialModel) readyAfterReset(far bool) map[uint64]bool {
 	want := map[uint64]bool{}
 	for k, x := range m.msgs {
 		if x.gone {
 			continue
 		}
 		switch x.kind {
-		case a7Plain:
+		case partialPlain:
 			want[k] = true
-		case a7Near:
+		case partialNear:
 			if m.nearDue || far {
 				want[k] = true
 			}
-		case a7Far:
+		case partialFar:
 			if far {
 				want[k] = true
 			}
@@ -113,10 +113,10 @@ func (m *a7Model) readyAfterReset(far bool) map[uint64]bool {
 	return want
 }
 
-// a7Take receives every ready message and checks that they are exactly
+// partialTake receives every ready message and checks that they are exactly
 // want, each once, with its body, group and receive count; they stay in
 // flight. It returns them by key.
-func a7Take(t *testing.T, q *Queue, m *a7Model, want map[uint64]bool, phase string) map[uint64]Message {
+func partialTake(t *testing.T, q *Queue, m *partialModel, want map[uint64]bool, phase string) map[uint64]Message {
 	t.Helper()
 	got := map[uint64]Message{}
 	for _, msg := range receiveAll(t, q) {
@@ -149,17 +149,17 @@ func a7Take(t *testing.T, q *Queue, m *a7Model, want map[uint64]bool, phase stri
 	return got
 }
 
-// a7Drain receives and deletes everything that becomes ready, group by
+// partialDrain receives and deletes everything that becomes ready, group by
 // group in order, checking each message once; far tells whether the far
 // delays have passed.
-func a7Drain(t *testing.T, q *Queue, m *a7Model, far bool, phase string) {
+func partialDrain(t *testing.T, q *Queue, m *partialModel, far bool, phase string) {
 	t.Helper()
 	for round := 0; ; round++ {
 		want := m.readyAfterReset(far)
 		if round > 0 {
 			// After the first round only the groups' next fronts come.
 			for k := range want {
-				if m.msgs[k].kind != a7Grouped {
+				if m.msgs[k].kind != partialGrouped {
 					delete(want, k)
 				}
 			}
@@ -170,7 +170,7 @@ func a7Drain(t *testing.T, q *Queue, m *a7Model, far bool, phase string) {
 			}
 			return
 		}
-		got := a7Take(t, q, m, want, fmt.Sprintf("%s, round %d", phase, round))
+		got := partialTake(t, q, m, want, fmt.Sprintf("%s, round %d", phase, round))
 		for _, k := range slices.Sorted(maps.Keys(got)) {
 			mustDelete(t, q, k)
 			m.msgs[k].gone = true
@@ -178,29 +178,29 @@ func a7Drain(t *testing.T, q *Queue, m *a7Model, far bool, phase string) {
 	}
 }
 
-type a7Queue struct {
+type partialQueue struct {
 	t     *testing.T
 	dir   string
 	clock *fakeClock
 	q     *Queue
-	m     *a7Model
+	m     *partialModel
 	raw   map[uint64][]byte // bodies of the first hand-outs, as handed out (nil: not kept)
 }
 
-func a7Options(o *Options) {
+func partialOptions(o *Options) {
 	o.Log.SegmentBytes = 64 << 10
-	o.Visibility = a7Visibility
+	o.Visibility = partialVisibility
 	o.MaxHeldSegments = 1
-	o.MaxReceives = a7MaxReceives
+	o.MaxReceives = partialMaxReceives
 }
 
-func (a *a7Queue) open() {
-	a.q = openEarlyQueue(a.t, a.dir, a.clock, a7Options)
+func (a *partialQueue) open() {
+	a.q = openEarlyQueue(a.t, a.dir, a.clock, partialOptions)
 }
 
 // nextSegment sends and deletes fillers until the log has one more
 // segment.
-func (a *a7Queue) nextSegment(filler string) {
+func (a *partialQueue) nextSegment(filler string) {
 	a.t.Helper()
 	a.fillSegment(filler)
 	a.deleteFillers()
@@ -210,7 +210,7 @@ func (a *a7Queue) nextSegment(filler string) {
 // copies) with fillers it deletes, then sends and deletes at least n more:
 // a segment dense with copies of moved messages moves again only once as
 // many finished records as there are copies follow it.
-func (a *a7Queue) streamPast(filler string, n uint64) {
+func (a *partialQueue) streamPast(filler string, n uint64) {
 	a.t.Helper()
 	a.nextSegment(filler)
 	for from := a.q.log.Next(); a.q.log.Next()-from < n; {
@@ -219,13 +219,13 @@ func (a *a7Queue) streamPast(filler string, n uint64) {
 }
 
 // fillSegment sends fillers until the log has one more segment.
-func (a *a7Queue) fillSegment(filler string) {
+func (a *partialQueue) fillSegment(filler string) {
 	for segs := a.q.log.Stats().Segments; a.q.log.Stats().Segments == segs; {
 		mustSend(a.t, a.q, filler)
 	}
 }
 
-func (a *a7Queue) deleteFillers() {
+func (a *partialQueue) deleteFillers() {
 	t := a.t
 	t.Helper()
 	for _, msg := range receiveAll(t, a.q) {
@@ -239,7 +239,7 @@ func (a *a7Queue) deleteFillers() {
 // build sends segs segments, each of fillers with perSeg held messages
 // among them, receives the plain ones and the groups' fronts, and deletes
 // the fillers.
-func (a *a7Queue) build(segs, perSeg int) {
+func (a *partialQueue) build(segs, perSeg int) {
 	t := a.t
 	t.Helper()
 	filler := strings.Repeat("f", 512)
@@ -249,16 +249,16 @@ func (a *a7Queue) build(segs, perSeg int) {
 			for range 8 {
 				mustSend(t, a.q, filler)
 			}
-			x := &a7Msg{kind: []int{a7Plain, a7Plain, a7Near, a7Far, a7Grouped, a7Grouped, a7Grouped, a7Grouped}[i%8]}
+			x := &partialMsg{kind: []int{partialPlain, partialPlain, partialNear, partialFar, partialGrouped, partialGrouped, partialGrouped, partialGrouped}[i%8]}
 			x.body = fmt.Sprintf("held-%d-kind-%d-%s", i, x.kind, strings.Repeat("x", i%13))
 			o := SendOptions{}
 			switch x.kind {
-			case a7Near:
-				o.Delay = a7NearDelay
-			case a7Far:
-				o.Delay = a7FarDelay
-			case a7Grouped:
-				x.group = fmt.Sprintf("g%d", (i/8+k)%a7Groups)
+			case partialNear:
+				o.Delay = partialNearDelay
+			case partialFar:
+				o.Delay = partialFarDelay
+			case partialGrouped:
+				x.group = fmt.Sprintf("g%d", (i/8+k)%partialGroups)
 				o.Group = x.group
 			}
 			x.key = mustSendWith(t, a.q, x.body, o)
@@ -276,7 +276,7 @@ func (a *a7Queue) build(segs, perSeg int) {
 	waitKicked(t, a.q)
 	want := map[uint64]bool{}
 	for k, x := range a.m.msgs {
-		if x.kind == a7Plain {
+		if x.kind == partialPlain {
 			want[k] = true
 		}
 	}
@@ -311,7 +311,7 @@ func (a *a7Queue) build(segs, perSeg int) {
 }
 
 // stor returns the record offset of the message known by key.
-func (a *a7Queue) stor(key uint64) uint64 {
+func (a *partialQueue) stor(key uint64) uint64 {
 	a.q.mu.Lock()
 	defer a.q.mu.Unlock()
 	i, ok := a.q.es.lookup(key)
@@ -323,7 +323,7 @@ func (a *a7Queue) stor(key uint64) uint64 {
 
 // firstSeries moves every held message once, with no send between the
 // moves: their copies gather at the end of the log.
-func (a *a7Queue) firstSeries(n int) {
+func (a *partialQueue) firstSeries(n int) {
 	t := a.t
 	t.Helper()
 	waitKicked(t, a.q)
@@ -340,7 +340,7 @@ func (a *a7Queue) firstSeries(n int) {
 }
 
 // settle waits until no checkpoint brought forward is pending.
-func (a *a7Queue) settle() {
+func (a *partialQueue) settle() {
 	a.t.Helper()
 	waitKicked(a.t, a.q)
 	waitFor(a.t, "the early checkpoint", func() bool {
@@ -360,8 +360,8 @@ func (a *a7Queue) settle() {
 // message comes back exactly once, with its offset, body, receive count,
 // group order and due time, in the queue and in the crash copy; the log
 // shrinks to MaxHeldSegments+2 segments; no move or checkpoint fails.
-func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
-	a := &a7Queue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &a7Model{msgs: map[uint64]*a7Msg{}, groups: map[string][]uint64{}}}
+func TestMovedPartialMovesExactlyOnce(t *testing.T) {
+	a := &partialQueue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &partialModel{msgs: map[uint64]*partialMsg{}, groups: map[string][]uint64{}}}
 	a.open()
 	defer func() { mustCloseQueue(t, a.q) }()
 	const segs, perSeg = 80, 8
@@ -386,7 +386,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 	last := a.q.Stats().Moved
 	t.Logf("second series: oldest segment [%d, %d), %d records, log %d segments, next %d", b0, b1, b1-b0, a.q.log.Stats().Segments, seriesFrom)
 
-	var crash *a7Model
+	var crash *partialModel
 	crashDir := t.TempDir()
 	crashAt := a.clock.Now()
 	moves := 0
@@ -431,7 +431,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 			t.Logf("second series: move %d (%d messages of the series moved)", moves, a.q.Stats().Moved-movedBase)
 		case 1:
 			// Deletes of moved and not-yet-moved plain messages.
-			del := append(pick(a7Plain, 3, true), pick(a7Plain, 3, false)...)
+			del := append(pick(partialPlain, 3, true), pick(partialPlain, 3, false)...)
 			if len(del) != 6 {
 				t.Fatalf("move 1: %d plain messages to delete, want 3 moved and 3 not", len(del))
 			}
@@ -442,7 +442,7 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 				a.m.msgs[k].gone = true
 			}
 			// Releases, redelivered at once.
-			rel := append(pick(a7Plain, 3, true), pick(a7Plain, 3, false)...)
+			rel := append(pick(partialPlain, 3, true), pick(partialPlain, 3, false)...)
 			want := map[uint64]bool{}
 			for _, k := range rel {
 				if err := a.q.Release(k); err != nil {
@@ -450,10 +450,10 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 				}
 				want[k] = true
 			}
-			a7Take(t, a.q, a.m, want, "move 1, released")
+			partialTake(t, a.q, a.m, want, "move 1, released")
 			// ChangeVisibility, shorter and longer but below the final advance.
-			for _, k := range append(pick(a7Plain, 2, true), pick(a7Plain, 2, false)...) {
-				if err := a.q.ChangeVisibility(k, a7Visibility-time.Hour); err != nil {
+			for _, k := range append(pick(partialPlain, 2, true), pick(partialPlain, 2, false)...) {
+				if err := a.q.ChangeVisibility(k, partialVisibility-time.Hour); err != nil {
 					t.Fatalf("move 1: ChangeVisibility(%d): %v", k, err)
 				}
 			}
@@ -467,18 +467,18 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 					want[n] = true
 				}
 			}
-			a7Take(t, a.q, a.m, want, "move 1, next fronts")
+			partialTake(t, a.q, a.m, want, "move 1, next fronts")
 		case 2:
 			// Dead letters: released again and again until MaxReceives.
-			dl := append(pick(a7Plain, 2, true), pick(a7Plain, 2, false)...)
+			dl := append(pick(partialPlain, 2, true), pick(partialPlain, 2, false)...)
 			before := a.q.Stats().DeadLettered
 			for _, k := range dl {
 				x := a.m.msgs[k]
-				for x.recv < a7MaxReceives {
+				for x.recv < partialMaxReceives {
 					if err := a.q.Release(k); err != nil {
 						t.Fatalf("move 2: Release(%d): %v", k, err)
 					}
-					a7Take(t, a.q, a.m, map[uint64]bool{k: true}, "move 2, redelivery")
+					partialTake(t, a.q, a.m, map[uint64]bool{k: true}, "move 2, redelivery")
 				}
 				if err := a.q.Release(k); err != nil {
 					t.Fatalf("move 2: last Release(%d): %v", k, err)
@@ -497,20 +497,20 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 			for _, k := range dl {
 				deadBodies = append(deadBodies, a.m.msgs[k].body)
 				s, ok := dead[k]
-				if !ok || string(s.Body) != a.m.msgs[k].body || s.Receives != a7MaxReceives {
-					t.Fatalf("move 2: dead letter of %d: %v %+v, want body %q receives %d", k, ok, s, a.m.msgs[k].body, a7MaxReceives)
+				if !ok || string(s.Body) != a.m.msgs[k].body || s.Receives != partialMaxReceives {
+					t.Fatalf("move 2: dead letter of %d: %v %+v, want body %q receives %d", k, ok, s, a.m.msgs[k].body, partialMaxReceives)
 				}
 			}
 			// The near delays come due.
-			a.clock.Advance(a7NearDelay)
+			a.clock.Advance(partialNearDelay)
 			a.m.nearDue = true
 			want := map[uint64]bool{}
 			for k, x := range a.m.msgs {
-				if x.kind == a7Near && !x.gone {
+				if x.kind == partialNear && !x.gone {
 					want[k] = true
 				}
 			}
-			a7Take(t, a.q, a.m, want, "move 2, near delays due")
+			partialTake(t, a.q, a.m, want, "move 2, near delays due")
 		case 3:
 			// A crash copy: everything synced, no checkpoint or move running.
 			a.settle()
@@ -527,11 +527,11 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 			// Close, look at the closed queue, open again.
 			movedTotal += a.q.Stats().Moved - movedBase
 			mustCloseQueue(t, a.q)
-			a7CheckClosed(t, a.dir, a.m, "move 4, closed")
+			partialCheckClosed(t, a.dir, a.m, "move 4, closed")
 			a.open()
 			reopened = true
 			last, movedBase = 0, 0
-			a7Take(t, a.q, a.m, a.m.readyAfterReset(false), "move 4, after the reopen")
+			partialTake(t, a.q, a.m, a.m.readyAfterReset(false), "move 4, after the reopen")
 		}
 	}
 	for i := 0; ; i++ {
@@ -571,34 +571,34 @@ func TestMovedAttack7PartialMovesExactlyOnce(t *testing.T) {
 	t.Logf("second series: %d moves, %d messages moved, %d live", moves, movedTotal, len(a.m.live()))
 
 	// Everything comes back at its deadline, the far ones at their due time.
-	a.clock.Advance(a7Visibility + time.Minute)
+	a.clock.Advance(partialVisibility + time.Minute)
 	a.m.nearDue = true
-	a7Drain(t, a.q, a.m, false, "after the deadlines")
-	a.clock.Advance(a7FarDelay)
-	a7Drain(t, a.q, a.m, true, "after the far due times")
+	partialDrain(t, a.q, a.m, false, "after the deadlines")
+	a.clock.Advance(partialFarDelay)
+	partialDrain(t, a.q, a.m, true, "after the far due times")
 	if st := a.q.Stats(); st.Messages != 0 || st.MoveError != nil {
 		t.Fatalf("at the end: %+v", st)
 	}
 
 	// The crash copy: every message it held comes back once.
 	cc := NewManualClock(crashAt)
-	cq := openEarlyQueue(t, crashDir, cc, a7Options)
+	cq := openEarlyQueue(t, crashDir, cc, partialOptions)
 	defer mustCloseQueue(t, cq)
-	a7Take(t, cq, crash, crash.readyAfterReset(false), "crash copy, at open")
-	cc.Advance(a7Visibility + time.Minute)
+	partialTake(t, cq, crash, crash.readyAfterReset(false), "crash copy, at open")
+	cc.Advance(partialVisibility + time.Minute)
 	crash.nearDue = true
-	a7Drain(t, cq, crash, false, "crash copy, after the deadlines")
-	cc.Advance(a7FarDelay)
-	a7Drain(t, cq, crash, true, "crash copy, after the far due times")
+	partialDrain(t, cq, crash, false, "crash copy, after the deadlines")
+	cc.Advance(partialFarDelay)
+	partialDrain(t, cq, crash, true, "crash copy, after the far due times")
 	if st := cq.Stats(); st.Messages != 0 {
 		t.Fatalf("crash copy at the end: %+v", st)
 	}
 }
 
-// a7CheckClosed checks Stat and Messages of the closed queue in dir
+// partialCheckClosed checks Stat and Messages of the closed queue in dir
 // against the model: each live message listed once, by its offset, with
 // its body.
-func a7CheckClosed(t *testing.T, dir string, m *a7Model, phase string) {
+func partialCheckClosed(t *testing.T, dir string, m *partialModel, phase string) {
 	t.Helper()
 	live := m.live()
 	st, err := Stat(dir)
@@ -641,8 +641,8 @@ func a7CheckClosed(t *testing.T, dir string, m *a7Model, phase string) {
 // between the moves. Each copy hands every message it holds out once,
 // with its body, receive count and group order, and Messages lists each
 // once; the queue itself too once the checkpoints run again.
-func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
-	a := &a7Queue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &a7Model{msgs: map[uint64]*a7Msg{}, groups: map[string][]uint64{}}}
+func TestMovedCrashBetweenPartialMoves(t *testing.T) {
+	a := &partialQueue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &partialModel{msgs: map[uint64]*partialMsg{}, groups: map[string][]uint64{}}}
 	a.open()
 	defer func() { mustCloseQueue(t, a.q) }()
 	const segs, perSeg = 40, 8
@@ -654,7 +654,7 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 
 	type crashCopy struct {
 		dir string
-		m   *a7Model
+		m   *partialModel
 		at  time.Time
 	}
 	var copies []crashCopy
@@ -679,7 +679,7 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 		// A delete of the lowest and of the highest live plain message.
 		var plain []uint64
 		for _, key := range a.m.live() {
-			if a.m.msgs[key].kind == a7Plain {
+			if a.m.msgs[key].kind == partialPlain {
 				plain = append(plain, key)
 			}
 		}
@@ -701,17 +701,17 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 		// moves since the last checkpoint beside their copies, as they
 		// did before partial moves: checked once the cursor passed.)
 		cc := NewManualClock(c.at)
-		cq := openEarlyQueue(t, c.dir, cc, a7Options)
-		a7Take(t, cq, c.m, c.m.readyAfterReset(false), phase+", at open")
+		cq := openEarlyQueue(t, c.dir, cc, partialOptions)
+		partialTake(t, cq, c.m, c.m.readyAfterReset(false), phase+", at open")
 		mustCloseQueue(t, cq)
-		a7CheckClosed(t, c.dir, c.m, phase+", opened and closed")
-		cq = openEarlyQueue(t, c.dir, cc, a7Options)
-		a7Take(t, cq, c.m, c.m.readyAfterReset(false), phase+", at the second open")
-		cc.Advance(a7Visibility + time.Minute)
+		partialCheckClosed(t, c.dir, c.m, phase+", opened and closed")
+		cq = openEarlyQueue(t, c.dir, cc, partialOptions)
+		partialTake(t, cq, c.m, c.m.readyAfterReset(false), phase+", at the second open")
+		cc.Advance(partialVisibility + time.Minute)
 		c.m.nearDue = true
-		a7Drain(t, cq, c.m, false, phase+", after the deadlines")
-		cc.Advance(a7FarDelay)
-		a7Drain(t, cq, c.m, true, phase+", after the far due times")
+		partialDrain(t, cq, c.m, false, phase+", after the deadlines")
+		cc.Advance(partialFarDelay)
+		partialDrain(t, cq, c.m, true, phase+", after the far due times")
 		if st := cq.Stats(); st.Messages != 0 {
 			t.Fatalf("%s at the end: %+v", phase, st)
 		}
@@ -725,11 +725,11 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 		a.clock.Advance(earlyInterval / 8)
 		time.Sleep(100 * time.Microsecond)
 	}
-	a.clock.Advance(a7Visibility + time.Minute)
+	a.clock.Advance(partialVisibility + time.Minute)
 	a.m.nearDue = true
-	a7Drain(t, a.q, a.m, false, "after the deadlines")
-	a.clock.Advance(a7FarDelay)
-	a7Drain(t, a.q, a.m, true, "after the far due times")
+	partialDrain(t, a.q, a.m, false, "after the deadlines")
+	a.clock.Advance(partialFarDelay)
+	partialDrain(t, a.q, a.m, true, "after the far due times")
 	if st := a.q.Stats(); st.Messages != 0 || st.MoveError != nil || st.CheckpointError != nil {
 		t.Fatalf("at the end: %+v", st)
 	}
@@ -741,10 +741,10 @@ func TestMovedAttack7CrashBetweenPartialMoves(t *testing.T) {
 // however many segments follow it and checkpoints come; the copies beside
 // it stay with it. Once the backlog is consumed the copies move and the
 // log shrinks; every held message comes back once.
-func TestMovedAttack7RealBacklogNotMoved(t *testing.T) {
+func TestMovedRealBacklogNotMoved(t *testing.T) {
 	for _, withCopies := range []bool{false, true} {
 		t.Run(fmt.Sprintf("copies=%v", withCopies), func(t *testing.T) {
-			a := &a7Queue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &a7Model{msgs: map[uint64]*a7Msg{}, groups: map[string][]uint64{}}}
+			a := &partialQueue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &partialModel{msgs: map[uint64]*partialMsg{}, groups: map[string][]uint64{}}}
 			a.open()
 			defer func() { mustCloseQueue(t, a.q) }()
 			filler := strings.Repeat("f", 512)
@@ -757,7 +757,7 @@ func TestMovedAttack7RealBacklogNotMoved(t *testing.T) {
 						for range 8 {
 							mustSend(t, a.q, filler)
 						}
-						x := &a7Msg{kind: a7Plain, body: fmt.Sprint("held-", nHeld)}
+						x := &partialMsg{kind: partialPlain, body: fmt.Sprint("held-", nHeld)}
 						x.key = mustSend(t, a.q, x.body)
 						a.m.msgs[x.key] = x
 						nHeld++
@@ -825,8 +825,8 @@ func TestMovedAttack7RealBacklogNotMoved(t *testing.T) {
 			if st := a.q.Stats(); st.MoveError != nil || st.CheckpointError != nil || withCopies && st.Moved < uint64(2*nHeld) {
 				t.Fatalf("after the backlog: %+v", st)
 			}
-			a.clock.Advance(a7Visibility + time.Minute)
-			a7Drain(t, a.q, a.m, true, "after the deadlines")
+			a.clock.Advance(partialVisibility + time.Minute)
+			partialDrain(t, a.q, a.m, true, "after the deadlines")
 			if st := a.q.Stats(); st.Messages != 0 {
 				t.Fatalf("at the end: %+v", st)
 			}
@@ -839,8 +839,8 @@ func TestMovedAttack7RealBacklogNotMoved(t *testing.T) {
 // between the partial moves of the second), stay what they were until
 // their deadlines while both series drop and recycle the segments they
 // point into.
-func TestMovedAttack7BodiesThroughPartialMoves(t *testing.T) {
-	a := &a7Queue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &a7Model{msgs: map[uint64]*a7Msg{}, groups: map[string][]uint64{}}, raw: map[uint64][]byte{}}
+func TestMovedBodiesThroughPartialMoves(t *testing.T) {
+	a := &partialQueue{t: t, dir: t.TempDir(), clock: newFakeClock(), m: &partialModel{msgs: map[uint64]*partialMsg{}, groups: map[string][]uint64{}}, raw: map[uint64][]byte{}}
 	a.open()
 	defer func() { mustCloseQueue(t, a.q) }()
 	const segs, perSeg = 40, 8
@@ -874,7 +874,7 @@ func TestMovedAttack7BodiesThroughPartialMoves(t *testing.T) {
 			// Second hand-outs of a few plain messages, moved or not.
 			var plain []uint64
 			for _, k := range a.m.live() {
-				if a.m.msgs[k].kind == a7Plain {
+				if a.m.msgs[k].kind == partialPlain {
 					plain = append(plain, k)
 				}
 			}

@@ -1,11 +1,9 @@
 package queue
 
-// Hostile tests of the queue: each attacks one promise of README.md ("The
-// work queue", "Recovery") the way a careless or hostile user would, and
-// fails when the promise breaks. Run:
-//
-//	go test -count=1 -run Hostile ./queue
-//	go test -race -count=1 -run Hostile ./queue
+// The queue keeps the promises of README.md ("The work queue",
+// "Recovery") against misuse: each test uses the queue the way a careless
+// user, a crash or a damaged disk would, and fails when the promise it
+// names breaks.
 
 import (
 	"bufio"
@@ -37,7 +35,7 @@ import (
 // ---------------------------------------------------------------------------
 // helpers
 
-// hGot is one hand-out seen by a hostile test: the body is copied at once.
+// hGot is one hand-out seen by a test of this file: the body is copied at once.
 type hGot struct {
 	off      uint64
 	body     string
@@ -74,7 +72,7 @@ func hOffsets(g []hGot) []uint64 {
 	return offs
 }
 
-// hBody is the body of message i of a hostile test: its number, then
+// hBody is the body of message i of a test of this file: its number, then
 // filler of a length that varies with i.
 func hBody(i int) string {
 	return fmt.Sprintf("hb-%05d-%s", i, strings.Repeat(string(rune('a'+i%26)), 20+i%37))
@@ -170,13 +168,13 @@ func hRewrite(t testing.TB, path string, f func([]byte) []byte) {
 // counted in Recovery().Lost and deleted with one range record, whichever
 // checkpoint (queue.head, log.clean, log.recovery) knew the higher end.
 
-// TestHostileLostTailKnownToLogClean: a SyncNone queue is closed cleanly
+// TestQueueLostTailCountedNotDamaged: a SyncNone queue is closed cleanly
 // (queue.head and log.clean both say end 10, both fsynced), then the power
 // fails before the page cache wrote the segment's tail: the segment holds
 // messages 0..2 only. The README promises the lost messages 3..9 are
 // counted in Recovery().Lost and deleted with one range record; they must
 // not be handed out as damaged records to every receiver.
-func TestHostileLostTailKnownToLogClean(t *testing.T) {
+func TestQueueLostTailCountedNotDamaged(t *testing.T) {
 	for _, how := range []string{"tail zeroed", "segment removed"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -226,14 +224,14 @@ func TestHostileLostTailKnownToLogClean(t *testing.T) {
 	}
 }
 
-// TestHostilePowerLoss runs random workloads on a queue whose syncs a
-// simulated disk watches (syncDisk). At a random moment everything the
-// queue wrote is written back to the disk (as a system would, at any
+// TestQueuePowerLossRandomWorkloads runs random workloads on a queue whose
+// syncs a simulated disk watches (syncDisk). At a random moment everything
+// the queue wrote is written back to the disk (as a system would, at any
 // moment); from then on only what the queue really syncs reaches it: a
 // file's content at its fdatasync, a directory's entries at its sync
-// (queue.head at each checkpoint, the delete log that writeHead syncs
-// first under SyncInterval, the segments the checkpoint drops). Then the
-// power fails and the disk, exactly as the syncs left it, is opened:
+// (queue.head at each checkpoint, the delete log that writeHead syncs first
+// under SyncInterval, the segments the checkpoint drops). Then the power
+// fails and the disk, exactly as the syncs left it, is opened:
 //
 //   - no new message takes an offset below the last durable checkpoint's
 //     end (nor below the end the disk's log knew);
@@ -243,7 +241,7 @@ func TestHostileLostTailKnownToLogClean(t *testing.T) {
 //     with its body;
 //   - a second open after that finds nothing more lost, and hands out the
 //     same messages.
-func TestHostilePowerLoss(t *testing.T) {
+func TestQueuePowerLossRandomWorkloads(t *testing.T) {
 	old := deleteSegmentBytes
 	deleteSegmentBytes = 24 * 16
 	t.Cleanup(func() { deleteSegmentBytes = old })
@@ -813,15 +811,15 @@ func hCases(t *testing.T, tp *hTemplate) []hCase {
 
 func crc32c(b []byte) uint32 { return checkpoint.Sum(b) }
 
-// TestHostileDamage damages every file of a queue directory, one way at a
-// time, and reopens it: Open succeeds (or, for a misnamed segment, fails
-// with a clear error), Recovery reports the damage, no deleted message
-// comes back unless the damage destroyed the record of its delete, no
-// undeleted message is lost unless its own record was damaged, and a
-// damaged message is never handed out with a wrong body. A second open
-// after that hands out the same messages, and no new message takes an
+// TestQueueDamageEveryFileReopens damages every file of a queue directory,
+// one way at a time, and reopens it: Open succeeds (or, for a misnamed
+// segment, fails with a clear error), Recovery reports the damage, no
+// deleted message comes back unless the damage destroyed the record of its
+// delete, no undeleted message is lost unless its own record was damaged,
+// and a damaged message is never handed out with a wrong body. A second
+// open after that hands out the same messages, and no new message takes an
 // offset given out before (unless every record of the end was destroyed).
-func TestHostileDamage(t *testing.T) {
+func TestQueueDamageEveryFileReopens(t *testing.T) {
 	old := deleteSegmentBytes
 	deleteSegmentBytes = 24 * 16 // 16 delete records per segment
 	t.Cleanup(func() { deleteSegmentBytes = old })
@@ -1014,7 +1012,7 @@ type hHandout struct {
 	worker   int
 }
 
-// hConcurrentRun is the state of one concurrent attack.
+// hConcurrentRun is the state of one concurrent run.
 type hConcurrentRun struct {
 	t      *testing.T
 	q      *Queue
@@ -1374,14 +1372,14 @@ func hReceives(hs []hHandout) []int {
 	return out
 }
 
-func TestHostileConcurrentManualClock(t *testing.T) {
+func TestQueueConcurrentManualClock(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { hConcurrent(t, true, seed) })
 	}
 }
 
-func TestHostileConcurrentRealClock(t *testing.T) {
+func TestQueueConcurrentRealClock(t *testing.T) {
 	t.Parallel()
 	for seed := range uint64(2) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) { hConcurrent(t, false, seed) })
@@ -1391,21 +1389,21 @@ func TestHostileConcurrentRealClock(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Promise 2: body lifetime.
 
-// TestHostileStaleBodyAfterRangeReuse: README: "Used after its lifetime, a
-// body never crashes the process ... it reads its own bytes, zeros, or,
-// once the queue reuses that address range for a later segment of its own,
-// bytes of a later message of the same queue". Here a body from the end of
-// a segment outlives its deadline; the segment is dropped, its address
-// range is reused by a later active segment, and that segment is sealed
-// short (a large message did not fit), which trims its file. Reading the
-// stale body must not crash. It runs in a child process, because the
+// TestQueueStaleBodyAfterRangeReuseNoFault: README: "Used after its
+// lifetime, a body never crashes the process ... it reads its own bytes,
+// zeros, or, once the queue reuses that address range for a later segment
+// of its own, bytes of a later message of the same queue". Here a body from
+// the end of a segment outlives its deadline; the segment is dropped, its
+// address range is reused by a later active segment, and that segment is
+// sealed short (a large message did not fit), which trims its file. Reading
+// the stale body must not crash. It runs in a child process, because the
 // failure is a fault that kills the process.
-func TestHostileStaleBodyAfterRangeReuse(t *testing.T) {
-	if os.Getenv("PAGELOG_HOSTILE_STALE_CHILD") == "1" {
+func TestQueueStaleBodyAfterRangeReuseNoFault(t *testing.T) {
+	if os.Getenv("PAGELOG_QUEUE_STALE_CHILD") == "1" {
 		hStaleBodyChild(t)
 		return
 	}
-	out, err := hChild(t, "^TestHostileStaleBodyAfterRangeReuse$", "PAGELOG_HOSTILE_STALE_CHILD=1")
+	out, err := hChild(t, "^TestQueueStaleBodyAfterRangeReuseNoFault$", "PAGELOG_QUEUE_STALE_CHILD=1")
 	if err != nil || !strings.Contains(out, "stale body read:") {
 		t.Fatalf("reading a stale body after its range was reused by a segment sealed short: %v\n%s", err, hTail(out, 25))
 	}
@@ -1478,13 +1476,13 @@ func hTagged(tag string, i int) string {
 	return fmt.Sprintf("%s#%05d#%s", tag, i, strings.Repeat(tag, 4+i%9))
 }
 
-// TestHostileBodiesManyQueues: a queue's bodies stay their own until their
-// deadline while another receiver deletes the message late, the head moves
-// past it and its segment is dropped, and 24 other queues are opened,
+// TestQueueBodiesNeverAnotherQueues: a queue's bodies stay their own until
+// their deadline while another receiver deletes the message late, the head
+// moves past it and its segment is dropped, and 24 other queues are opened,
 // filled, drained and closed in the same process. After their lifetimes
 // (deadline or Close), bodies read zeros or their own queue's bytes, never
 // another queue's, and never crash.
-func TestHostileBodiesManyQueues(t *testing.T) {
+func TestQueueBodiesNeverAnotherQueues(t *testing.T) {
 	t.Parallel() // reads deleteSegmentBytes only: runs after the tests that set it
 	clock := newFakeClock()
 	small := func(o *Options) {
@@ -1589,14 +1587,14 @@ func TestHostileBodiesManyQueues(t *testing.T) {
 	}
 }
 
-// TestHostileStaleBodyNewQueueSamePath: a queue is closed and its
+// TestQueueStaleBodyNewQueueSamePath: a queue is closed and its
 // directory removed; a new, different queue is created at the same path,
 // in a directory the file system gave the old one's inode number (ext4
 // reuses freed inodes; the test makes directories until one gets it). A
 // stale body of the first queue must not show the second queue's bytes:
 // they are different queues. (The address-range pool is keyed by path,
 // device and inode: engine/open.go rangesFor.)
-func TestHostileStaleBodyNewQueueSamePath(t *testing.T) {
+func TestQueueStaleBodyNewQueueSamePath(t *testing.T) {
 	clock := newFakeClock()
 	root := t.TempDir()
 	path := filepath.Join(root, "q")
@@ -1648,11 +1646,11 @@ func TestHostileStaleBodyNewQueueSamePath(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Promise 5: deadlines on a ManualClock.
 
-// TestHostileDeadlinesExact: a message is never handed out again before
+// TestQueueDeadlinesExact: a message is never handed out again before
 // its deadline (not even 1 ns before), and always at it: by the next
 // TryReceive, and by the timer to a blocked Receive, lowest offset first,
 // Receives one more each time, Deadline exactly now + Visibility.
-func TestHostileDeadlinesExact(t *testing.T) {
+func TestQueueDeadlinesExact(t *testing.T) {
 	clock := newFakeClock()
 	q := openTestQueue(t, t.TempDir(), clock)
 	defer q.Close()
@@ -1764,11 +1762,11 @@ func TestHostileDeadlinesExact(t *testing.T) {
 	}
 }
 
-// TestHostileVisibilityAndDoneContext: Visibility 0 means the default,
+// TestQueueVisibilityLimitsAndDoneContext: Visibility 0 means the default,
 // MaxVisibility is accepted and kept, one nanosecond more is refused; a
 // Receive with a done context returns its error, hands out nothing and
 // changes nothing (not even the expiry of a passed deadline or a timer).
-func TestHostileVisibilityAndDoneContext(t *testing.T) {
+func TestQueueVisibilityLimitsAndDoneContext(t *testing.T) {
 	for _, c := range []struct {
 		vis, want time.Duration
 		ok        bool
@@ -1848,11 +1846,11 @@ func TestHostileVisibilityAndDoneContext(t *testing.T) {
 	}
 }
 
-// TestHostileDeadlineFarFuture: a ManualClock moved 292 years ahead (the
-// limit of a time.Duration since the queue opened). Deadlines are
-// nanoseconds since Open: now + Visibility must not overflow into the
-// past, which would hand the same message to two receivers at once.
-func TestHostileDeadlineFarFuture(t *testing.T) {
+// TestQueueDeadlineFarFutureNoOverflow: a ManualClock moved 292 years ahead
+// (the limit of a time.Duration since the queue opened). Deadlines are
+// nanoseconds since Open: now + Visibility must not overflow into the past,
+// which would hand the same message to two receivers at once.
+func TestQueueDeadlineFarFutureNoOverflow(t *testing.T) {
 	clock := newFakeClock()
 	q := openTestQueue(t, t.TempDir(), clock)
 	defer q.Close()
@@ -1870,12 +1868,12 @@ func TestHostileDeadlineFarFuture(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Promise 7: extreme use.
 
-// TestHostileMillionLost: queue.head (durable) says a million more offsets
-// were given out than the log holds: a power failure took them. Open
-// skips them all, counts them, deletes them with one range record, hands
-// out only what the log holds, and gives new messages offsets past them;
-// Stat sees the same; a second open finds nothing more lost.
-func TestHostileMillionLost(t *testing.T) {
+// TestQueueMillionLostSkippedOnOpen: queue.head (durable) says a million
+// more offsets were given out than the log holds: a power failure took
+// them. Open skips them all, counts them, deletes them with one range
+// record, hands out only what the log holds, and gives new messages offsets
+// past them; Stat sees the same; a second open finds nothing more lost.
+func TestQueueMillionLostSkippedOnOpen(t *testing.T) {
 	t.Parallel() // reads deleteSegmentBytes only: runs after the tests that set it
 	const lost = 1_000_000
 	dir := t.TempDir()
@@ -1928,10 +1926,10 @@ func TestHostileMillionLost(t *testing.T) {
 	}
 }
 
-// TestHostileBodySizes: bodies of 0 bytes and of MaxRecordBytes go through
+// TestQueueBodySizeLimits: bodies of 0 bytes and of MaxRecordBytes go through
 // Send, Receive, Close and reopen byte for byte; one byte more is refused
 // and takes no offset.
-func TestHostileBodySizes(t *testing.T) {
+func TestQueueBodySizeLimits(t *testing.T) {
 	dir := t.TempDir()
 	clock := newFakeClock()
 	big := make([]byte, engine.DefaultMaxRecordBytes)
@@ -1971,10 +1969,10 @@ func TestHostileBodySizes(t *testing.T) {
 	check("after reopen")
 }
 
-// TestHostileInFlight100k: 100,000 messages in flight at once, all
+// TestQueueInFlight100k: 100,000 messages in flight at once, all
 // expiring together, all handed out again lowest first with Receives 2,
 // then deleted.
-func TestHostileInFlight100k(t *testing.T) {
+func TestQueueInFlight100k(t *testing.T) {
 	t.Parallel() // reads deleteSegmentBytes only: runs after the tests that set it
 	const n = 100_000
 	clock := newFakeClock()
@@ -2014,10 +2012,10 @@ func TestHostileInFlight100k(t *testing.T) {
 	}
 }
 
-// TestHostileOddOffsets: Delete and Discard of offsets never handed out,
+// TestQueueDeleteOddOffsets: Delete and Discard of offsets never handed out,
 // beyond the end, at math.MaxUint64, below the head, twice, and a queue
 // whose offsets start near 2^64.
-func TestHostileOddOffsets(t *testing.T) {
+func TestQueueDeleteOddOffsets(t *testing.T) {
 	clock := newFakeClock()
 	q := openTestQueue(t, t.TempDir(), clock)
 	for i := range 5 {
@@ -2103,10 +2101,10 @@ func TestHostileOddOffsets(t *testing.T) {
 // ---------------------------------------------------------------------------
 // queue.Stat beside the README: "head (oldest message not deleted)".
 
-// TestHostileStatHead: without queue.head, and after every message was
-// lost, Stat's head must be where Open starts: the oldest message not
-// deleted.
-func TestHostileStatHead(t *testing.T) {
+// TestQueueStatHeadWhereOpenStarts: without queue.head, and after every
+// message was lost, Stat's head must be where Open starts: the oldest
+// message not deleted.
+func TestQueueStatHeadWhereOpenStarts(t *testing.T) {
 	dir := t.TempDir()
 	clock := newFakeClock()
 	q := openTestQueue(t, dir, clock)
@@ -2133,11 +2131,12 @@ func TestHostileStatHead(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Close at random moments, many times.
 
-// TestHostileCloseRaces opens a queue 31 times (6 under SyncAlways) and closes it (from two
-// goroutines at once) after a random short while, with every method
-// running in loops: each returns ErrClosed only once Close began, blocked
-// receivers return, exactly one Close returns nil, and nothing panics.
-func TestHostileCloseRaces(t *testing.T) {
+// TestQueueCloseRacesEveryMethod opens a queue 31 times (6 under
+// SyncAlways) and closes it (from two goroutines at once) after a random
+// short while, with every method running in loops: each returns ErrClosed
+// only once Close began, blocked receivers return, exactly one Close
+// returns nil, and nothing panics.
+func TestQueueCloseRacesEveryMethod(t *testing.T) {
 	t.Parallel() // reads deleteSegmentBytes only: runs after the tests that set it
 	rng := rand.New(rand.NewPCG(11, 12))
 	for round := range 31 {
@@ -2245,24 +2244,24 @@ func TestHostileCloseRaces(t *testing.T) {
 // ---------------------------------------------------------------------------
 // Promise 1 under kill -9 at a random moment, with every method running.
 
-// TestHostileKill9Concurrent: a child process sends, receives and deletes
-// from 6 goroutines (SyncNone, checkpoints every millisecond, short
-// visibilities so that messages come back) and is killed with SIGKILL at a
-// random moment. It reports each acknowledged Send ("S off i") and each
-// Delete before it is called ("d off") and after it returned ("D off").
-// After the reopen: every acknowledged send that no Delete was called for
-// comes back with its body; no message whose Delete returned comes back;
-// offsets are never reused.
-func TestHostileKill9Concurrent(t *testing.T) {
-	if dir := os.Getenv("PAGELOG_HOSTILE_KILL_DIR"); dir != "" {
+// TestQueueKill9ConcurrentKeepsAcknowledged: a child process sends,
+// receives and deletes from 6 goroutines (SyncNone, checkpoints every
+// millisecond, short visibilities so that messages come back) and is killed
+// with SIGKILL at a random moment. It reports each acknowledged Send ("S
+// off i") and each Delete before it is called ("d off") and after it
+// returned ("D off"). After the reopen: every acknowledged send that no
+// Delete was called for comes back with its body; no message whose Delete
+// returned comes back; offsets are never reused.
+func TestQueueKill9ConcurrentKeepsAcknowledged(t *testing.T) {
+	if dir := os.Getenv("PAGELOG_CONCURRENT_KILL_DIR"); dir != "" {
 		hKillChild(dir)
 		return
 	}
 	t.Parallel()
 	for round := range 3 {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestHostileKill9Concurrent$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "PAGELOG_HOSTILE_KILL_DIR="+dir)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestQueueKill9ConcurrentKeepsAcknowledged$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PAGELOG_CONCURRENT_KILL_DIR="+dir)
 		var stdout, stderr bytes.Buffer
 		pipe, err := cmd.StdoutPipe()
 		if err != nil {
@@ -2424,11 +2423,11 @@ func hKillChild(dir string) {
 	select {}
 }
 
-// TestHostileRealClockTimers: with the system clock and short
+// TestQueueRealClockTimersWake: with the system clock and short
 // visibilities, blocked receivers are woken by the deadline timer (no
 // other call needed), never before a deadline, and the head checkpoint
 // follows deletes on its own.
-func TestHostileRealClockTimers(t *testing.T) {
+func TestQueueRealClockTimersWake(t *testing.T) {
 	t.Parallel()
 	const vis = 200 * time.Millisecond
 	q, err := Open(t.TempDir(), Options{Visibility: vis, CheckpointInterval: 5 * time.Millisecond})
@@ -2496,13 +2495,13 @@ func TestHostileRealClockTimers(t *testing.T) {
 	}
 }
 
-// TestHostileStatBesideOwner: Stat reads a queue while its owner sends,
-// receives and deletes, with head checkpoints every millisecond dropping
-// segments. Nothing is lost or damaged, so Stat must never report lost
-// offsets, damaged delete records or a checkpoint error, nor a head
+// TestQueueStatBesideOwnerNoFalseLoss: Stat reads a queue while its owner
+// sends, receives and deletes, with head checkpoints every millisecond
+// dropping segments. Nothing is lost or damaged, so Stat must never report
+// lost offsets, damaged delete records or a checkpoint error, nor a head
 // beyond the end (pagelog verify calls a queue with lost offsets "NOT
 // healthy").
-func TestHostileStatBesideOwner(t *testing.T) {
+func TestQueueStatBesideOwnerNoFalseLoss(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	q, err := Open(dir, Options{Log: engine.Options{SegmentBytes: 8 << 10}, CheckpointInterval: time.Millisecond})

@@ -17,17 +17,17 @@ import (
 	"github.com/pagelog/pagelog/engine"
 )
 
-// a9Tmpfs mounts a tmpfs of size MiB and returns the queue directory in it
-// (its dead-letter queue, the sibling, lies on it too) and the mount.
-func a9Tmpfs(t *testing.T, size int) (dir, fsdir string) {
+// fullDiskTmpfs mounts a tmpfs of size MiB and returns the queue directory
+// in it (its dead-letter queue, the sibling, lies on it too) and the mount.
+func fullDiskTmpfs(t *testing.T, size int) (dir, fsdir string) {
 	t.Helper()
 	fsdir = tmpfstest.Mount(t, fmt.Sprintf("%dm", size))
 	return filepath.Join(fsdir, "q"), fsdir
 }
 
-// a9Body is the body of message id: its id first, then bytes derived
+// idBody is the body of message id: its id first, then bytes derived
 // from it, size bytes in all.
-func a9Body(id, size int) []byte {
+func idBody(id, size int) []byte {
 	b := make([]byte, size)
 	copy(b, fmt.Sprintf("m%07d:", id))
 	for i := 9; i < size; i++ {
@@ -36,8 +36,8 @@ func a9Body(id, size int) []byte {
 	return b
 }
 
-// a9ID returns the id of a body made by a9Body, -1 when it is not one.
-func a9ID(b []byte) int {
+// bodyID returns the id of a body made by idBody, -1 when it is not one.
+func bodyID(b []byte) int {
 	var id int
 	if len(b) < 9 {
 		return -1
@@ -45,14 +45,14 @@ func a9ID(b []byte) int {
 	if _, err := fmt.Sscanf(string(b[:9]), "m%07d:", &id); err != nil {
 		return -1
 	}
-	if !bytes.Equal(b, a9Body(id, len(b))) {
+	if !bytes.Equal(b, idBody(id, len(b))) {
 		return -1
 	}
 	return id
 }
 
-// a9Model is what a queue was told and answered.
-type a9Model struct {
+// ackModel is what a queue was told and answered.
+type ackModel struct {
 	size    int
 	sent    map[int]uint64 // id -> offset: Send returned nil
 	offID   map[uint64]int
@@ -60,15 +60,15 @@ type a9Model struct {
 	next    int          // the next id
 }
 
-func newA9Model(size int) *a9Model {
-	return &a9Model{size: size, sent: map[int]uint64{}, offID: map[uint64]int{}, deleted: map[int]bool{}}
+func newAckModel(size int) *ackModel {
+	return &ackModel{size: size, sent: map[int]uint64{}, offID: map[uint64]int{}, deleted: map[int]bool{}}
 }
 
 // send sends one message; it reports the error (a full disk's).
-func (m *a9Model) send(q *Queue) error {
+func (m *ackModel) send(q *Queue) error {
 	id := m.next
 	m.next++
-	off, err := q.Send(a9Body(id, m.size))
+	off, err := q.Send(idBody(id, m.size))
 	if err == nil {
 		m.sent[id] = off
 		m.offID[off] = id
@@ -77,7 +77,7 @@ func (m *a9Model) send(q *Queue) error {
 }
 
 // del deletes the message at off; it reports the error.
-func (m *a9Model) del(q *Queue, off uint64) error {
+func (m *ackModel) del(q *Queue, off uint64) error {
 	err := q.Delete(off)
 	if err == nil {
 		m.deleted[m.offID[off]] = true
@@ -85,9 +85,9 @@ func (m *a9Model) del(q *Queue, off uint64) error {
 	return err
 }
 
-// a9DrainIDs receives every ready message of q and returns their ids (in
+// drainIDs receives every ready message of q and returns their ids (in
 // order), failing on a body that was never sent or a damaged record.
-func a9DrainIDs(t *testing.T, q *Queue) []int {
+func drainIDs(t *testing.T, q *Queue) []int {
 	t.Helper()
 	var ids []int
 	for {
@@ -101,7 +101,7 @@ func a9DrainIDs(t *testing.T, q *Queue) []int {
 		if err != nil {
 			t.Fatalf("message %d: %v", msg.Offset, err)
 		}
-		id := a9ID(msg.Body)
+		id := bodyID(msg.Body)
 		if id < 0 {
 			t.Fatalf("message %d: a body that was never sent (%d bytes, %q...)", msg.Offset, len(msg.Body), msg.Body[:min(len(msg.Body), 12)])
 		}
@@ -112,9 +112,9 @@ func a9DrainIDs(t *testing.T, q *Queue) []int {
 // check drains q and its dead letters, opened after a restart: every
 // message sent and not deleted is in one of them; no deleted one is
 // handed out by q; q hands out none twice.
-func (m *a9Model) check(t *testing.T, q *Queue) {
+func (m *ackModel) check(t *testing.T, q *Queue) {
 	t.Helper()
-	src := a9DrainIDs(t, q)
+	src := drainIDs(t, q)
 	// Messages found with their receives used up (at the open, or by the
 	// drain) move to the dead letters by a timer: wait for the moves.
 	for deadline := time.Now().Add(time.Minute); q.Stats().Dying > 0; time.Sleep(time.Millisecond) {
@@ -124,7 +124,7 @@ func (m *a9Model) check(t *testing.T, q *Queue) {
 	}
 	var dead []int
 	if d := q.DeadLetter(); d != nil {
-		dead = a9DrainIDs(t, d)
+		dead = drainIDs(t, d)
 	}
 	seen := map[int]bool{}
 	for _, id := range src {
@@ -152,15 +152,15 @@ func (m *a9Model) check(t *testing.T, q *Queue) {
 	t.Logf("after the restart: %d in the queue, %d in the dead letters; %d sent, %d deleted", len(src), len(dead), len(m.sent), len(m.deleted))
 }
 
-// a9Variant is one configuration of the full-disk runs.
-type a9Variant struct {
+// fullDiskVariant is one configuration of the full-disk runs.
+type fullDiskVariant struct {
 	name        string
 	sync        engine.SyncPolicy
 	maxReceives int
 }
 
-func a9Variants() []a9Variant {
-	return []a9Variant{
+func fullDiskVariants() []fullDiskVariant {
+	return []fullDiskVariant{
 		{"none", engine.SyncNone, 0},
 		{"none-dead", engine.SyncNone, 2},
 		{"interval-dead", engine.SyncInterval, 2},
@@ -169,7 +169,7 @@ func a9Variants() []a9Variant {
 	}
 }
 
-func (v a9Variant) options(o *Options) {
+func (v fullDiskVariant) options(o *Options) {
 	o.Log = engine.Options{SegmentBytes: 1 << 20, Sync: v.sync, SyncInterval: time.Millisecond}
 	o.CheckpointInterval = time.Millisecond
 	o.Clock = nil
@@ -177,25 +177,25 @@ func (v a9Variant) options(o *Options) {
 	o.Visibility = time.Hour
 }
 
-// TestAttack9QueueFullDiskRounds: a queue on a tmpfs, with messages in
-// flight and, with MaxReceives, moves to the dead letters. The disk is
-// filled, then the queue deletes, releases (moves), receives and sends on
-// the full disk; then space is freed, taken again, and so on for a few
-// rounds. Every call either works or says why; Close, and the restart
+// TestQueueFullDiskRoundsKeepAcknowledged: a queue on a tmpfs, with
+// messages in flight and, with MaxReceives, moves to the dead letters. The
+// disk is filled, then the queue deletes, releases (moves), receives and
+// sends on the full disk; then space is freed, taken again, and so on for a
+// few rounds. Every call either works or says why; Close, and the restart
 // after it, keep every delete that returned nil and every send
 // acknowledged.
-func TestAttack9QueueFullDiskRounds(t *testing.T) {
-	for _, v := range a9Variants() {
+func TestQueueFullDiskRoundsKeepAcknowledged(t *testing.T) {
+	for _, v := range fullDiskVariants() {
 		t.Run(v.name, func(t *testing.T) {
-			a9FullDiskRounds(t, v, 3)
+			fullDiskRounds(t, v, 3)
 		})
 	}
 }
 
-func a9FullDiskRounds(t *testing.T, v a9Variant, rounds int) {
-	dir, fsdir := a9Tmpfs(t, 32)
+func fullDiskRounds(t *testing.T, v fullDiskVariant, rounds int) {
+	dir, fsdir := fullDiskTmpfs(t, 32)
 	q := openTestQueue(t, dir, newFakeClock(), v.options)
-	m := newA9Model(4000)
+	m := newAckModel(4000)
 	for range 1500 { // about 6 segments
 		if err := m.send(q); err != nil {
 			t.Fatal(err)
@@ -219,7 +219,7 @@ func a9FullDiskRounds(t *testing.T, v a9Variant, rounds int) {
 			if err != nil {
 				t.Fatalf("TryReceive of %d: %v", msg.Offset, err)
 			}
-			id := a9ID(msg.Body)
+			id := bodyID(msg.Body)
 			if id < 0 {
 				t.Fatalf("received %d: a body never sent", msg.Offset)
 			}
@@ -300,7 +300,7 @@ func a9FullDiskRounds(t *testing.T, v a9Variant, rounds int) {
 				break
 			}
 			if time.Now().After(deadline) {
-				if own := a9OwnSpares(dir); len(own) > 0 {
+				if own := ownSpareFiles(dir); len(own) > 0 {
 					t.Errorf("round %d: no head checkpoint at %d on the full disk in 0.5 s while the queue's logs hold spare files %v: queue.head %+v, %v; checkpoint error %v",
 						round, want, own, h, herr, q.Stats().CheckpointError)
 				}
@@ -322,7 +322,7 @@ func a9FullDiskRounds(t *testing.T, v a9Variant, rounds int) {
 		}
 		receiveAll(true)
 	}
-	spares := a9OwnSpares(dir)
+	spares := ownSpareFiles(dir)
 	closeErr := q.Close()
 	t.Logf("Close on the full disk: %v", closeErr)
 	if err := os.Remove(ballast); err != nil {
@@ -336,9 +336,9 @@ func a9FullDiskRounds(t *testing.T, v a9Variant, rounds int) {
 	}
 }
 
-// a9LogFiles logs the files of the queue's directories with the blocks
+// logQueueFiles logs the files of the queue's directories with the blocks
 // each takes.
-func a9LogFiles(t *testing.T, dir string) {
+func logQueueFiles(t *testing.T, dir string) {
 	t.Helper()
 	for _, d := range []string{dir, filepath.Join(dir, deletesDir), filepath.Join(dir, receivesDir), DeadLetterPath(dir)} {
 		ents, err := os.ReadDir(d)
@@ -356,9 +356,9 @@ func a9LogFiles(t *testing.T, dir string) {
 	}
 }
 
-// a9Spares lists the spare files (kept for reuse, prepared) of the
+// spareFiles lists the spare files (kept for reuse, prepared) of the
 // queue's logs and of its dead letters' logs.
-func a9Spares(dir string) []string {
+func spareFiles(dir string) []string {
 	var out []string
 	for _, d := range []string{dir, filepath.Join(dir, deletesDir), filepath.Join(dir, receivesDir), DeadLetterPath(dir),
 		filepath.Join(DeadLetterPath(dir), deletesDir)} {
@@ -370,9 +370,9 @@ func a9Spares(dir string) []string {
 	return out
 }
 
-// a9OwnSpares lists the spare files of the queue's own logs (its message,
+// ownSpareFiles lists the spare files of the queue's own logs (its message,
 // delete and receive-count logs), not its dead letters'.
-func a9OwnSpares(dir string) []string {
+func ownSpareFiles(dir string) []string {
 	var out []string
 	for _, d := range []string{dir, filepath.Join(dir, deletesDir), filepath.Join(dir, receivesDir)} {
 		for _, pat := range []string{"recycled-*", "prepared.log"} {
