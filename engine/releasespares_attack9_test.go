@@ -261,7 +261,7 @@ func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
 	if !preparedSeen {
 		t.Errorf("no segment prepared in a minute of appends after the releases stopped (%d rolled, %d files released)", rolled.Load(), released.Load())
 	}
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	st := l.Stats()
 	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d reads, %d spare files released, %d segments made from kept files",
 		l.Next(), st.Segments, rolled.Load(), cuts.Load(), reads.Load(), released.Load(), st.Recycled)

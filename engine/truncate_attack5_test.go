@@ -128,7 +128,7 @@ func TestAttack5ReadersBesideTruncate(t *testing.T) {
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			for round := 0; round < 40 && time.Now().Before(deadline); round++ {
 				w.add(t, 40+rng.IntN(60))
-				a4AwaitSeal(l)
+				awaitBackgroundSeal(l)
 				segs := *l.segs.Load()
 				first, next := l.First(), l.Next()
 				var cut uint64
@@ -473,7 +473,7 @@ func TestAttack5ReadDuringCopyLiveSegment(t *testing.T) {
 			l := mustOpen(t, dir, opts)
 			w := &a5Writer{l: l}
 			w.add(t, 200)
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			a5ReadDuringCopy(t, w, &h, atBase)
 		})
 	}
@@ -727,7 +727,7 @@ func TestAttack5FailedCopyKeepsPrefix(t *testing.T) {
 			}
 			w := &a5Writer{l: l}
 			w.add(t, 150)
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			segs := *l.segs.Load()
 			cut := l.Next() - 3
 			if where == "sealed" {

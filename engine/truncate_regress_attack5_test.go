@@ -50,7 +50,7 @@ func TestAttack5RegressVerifyDuringCopy(t *testing.T) {
 			l := mustOpen(t, dir, opts)
 			w := &a5Writer{l: l}
 			w.add(t, 600)
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			segs := *l.segs.Load()
 			cut := l.Next() - 5
 			if where == "sealed" {
@@ -89,7 +89,7 @@ func TestAttack5RegressIteratorsAfterFailedCopy(t *testing.T) {
 	l := mustOpen(t, dir, opts)
 	w := &a5Writer{l: l}
 	w.add(t, 150)
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	segs := *l.segs.Load()
 	cut := segs[len(segs)/2].Base() + 4
 	h.set(func(f *os.File) error {
@@ -166,7 +166,7 @@ func TestAttack5RegressFollowerStopsAtDeepCut(t *testing.T) {
 	wl := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
 	w := &a5Writer{l: wl}
 	w.add(t, 100)
-	a4AwaitSeal(wl)
+	awaitBackgroundSeal(wl)
 	ro := mustOpenRO(t, dir, Options{})
 	if ro.Next() != wl.Next() {
 		t.Fatal("follower not caught up")

@@ -24,7 +24,7 @@ func a9ReuseVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
 	for deadline := time.Now().Add(time.Minute); ; {
 		for _, s := range *w.segs.Load() {
 			if s.FileID() == id && s.Next() > s.Base()+1 {
-				a4AwaitSeal(w)
+				awaitBackgroundSeal(w)
 				return
 			}
 		}
