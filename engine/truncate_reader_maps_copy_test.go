@@ -7,9 +7,9 @@ import (
 // A reader that took its reference on an evicted sealed segment (the first
 // half of Acquire) before a Truncate to the base of the next segment
 // closed it (the Truncate makes it the active one again, from a copy of
-// its file renamed over it), and maps it after the rename, gets ErrNotFound
-// for a record the log still holds.
-func TestAttack4TruncateRaceReaderMapsCopy(t *testing.T) {
+// its file renamed over it), and maps it after the rename, reads the copy:
+// the record the log still holds, byte for byte (it once got ErrNotFound).
+func TestTruncateReaderMappingEvictedSegmentFindsCopy(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 	l := mustOpen(t, dir, opts)
