@@ -44,14 +44,14 @@ func TestRegressViewCutShortFollowsWriter(t *testing.T) {
 	}
 	w := mustOpen(t, dir, opts)
 	t.Logf("reader: Next %d, notes %q; writer reopened: Next %d, segments %d, active %+v", ro.Next(), ro.Recovery().Notes, w.Next(), len(*w.segs.Load()), w.Recovery().Active)
-	a2Converge(t, "writer reopened", w, ro)
+	followerConvergesOnWriter(t, "writer reopened", w, ro)
 	appendN(t, w, 5, func(uint64) int { return 40 })
-	a2Converge(t, "appended", w, ro)
+	followerConvergesOnWriter(t, "appended", w, ro)
 	appendN(t, w, 200, func(uint64) int { return 40 })
-	a2Converge(t, "rolled", w, ro)
+	followerConvergesOnWriter(t, "rolled", w, ro)
 	if err := w.Truncate(w.Next() - 3); err != nil {
 		t.Fatal(err)
 	}
 	appendN(t, w, 2, func(uint64) int { return 40 })
-	a2Converge(t, "cut and appended", w, ro)
+	followerConvergesOnWriter(t, "cut and appended", w, ro)
 }

@@ -148,7 +148,7 @@ func TestAttack2DropRacesFirstLookup(t *testing.T) {
 					// of the newest sealed ones: that one becomes the
 					// active segment again, its file copied (the record
 					// before a cut inside a sealed segment is read with a
-					// reference: TestRegressTruncateReadsEvictedSegment).
+					// reference: TestTruncateCutPositionHoldsSegment).
 					segs := *l.segs.Load()
 					at := l.active.Base() + uint64(rng.IntN(int(l.Next()-l.active.Base())+1))
 					if k := len(segs) - 1 - rng.IntN(4); rng.IntN(2) == 0 && k > 0 {

@@ -185,7 +185,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a4AwaitSeal(w)
+	awaitBackgroundSeal(w)
 	ws := *w.segs.Load()
 	if _, err := w.DropBefore(ws[len(ws)-1].Base()); err != nil {
 		t.Fatal(err)

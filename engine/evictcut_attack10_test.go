@@ -10,7 +10,7 @@ import (
 // still the log's; Records from the segment's base must give them all,
 // not skip the segment as gone.
 func TestAttack10TruncateEvictedSkipsRecords(t *testing.T) {
-	r, base, cut := a10EvictedCut(t)
+	r, base, cut := readOnlyEvictedCut(t)
 	want := base
 	for rec, err := range r.Records(base) {
 		if rec.Offset >= cut {

@@ -324,7 +324,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 		_ = l.Close()
 		t.Fatal(err)
 	}
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	st := l.Stats()
 	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d dropped, %d reads, %d mappings made, at most %d descriptors",
 		l.Next(), st.Segments, rolled.Load(), cuts.Load(), drops.Load(), reads.Load(), l.cfg.Maps.Maps(), maxFDs.Load())
@@ -403,7 +403,7 @@ func a6Fill(t *testing.T, l *Log, n int) {
 			t.Fatalf("Append(%d): %d, %v", off, got, err)
 		}
 	}
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 }
 
 // a6CheckFrom reads every record of l from offset from on, checks each
@@ -429,7 +429,7 @@ func a6CheckFrom(t *testing.T, l *Log, from uint64) {
 // holds a descriptor.
 func a6Evicted(t *testing.T, dir string, s *segment.Segment) bool {
 	name := filepath.Base(s.Path())
-	return !a4MappedLogs(t, dir)[name] && !strings.Contains(a6FDList(dir), name)
+	return !mappedLogNames(t, dir)[name] && !strings.Contains(a6FDList(dir), name)
 }
 
 // A reader took its reference on an evicted sealed segment (Hold, the
@@ -485,7 +485,7 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 					}
 				}
 			}
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			if !x.Acquire() {
 				t.Fatal("Acquire")
 			}
@@ -750,7 +750,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 			if fds := openFDs(t, dir); fds != 0 {
 				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, a6FDList(dir))
 			}
-			if m := a4MappedLogs(t, dir); len(m) != 0 {
+			if m := mappedLogNames(t, dir); len(m) != 0 {
 				t.Errorf("after Close and %d held records released: %d .log files still mapped: %v", n, len(m), m)
 			}
 			r := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})

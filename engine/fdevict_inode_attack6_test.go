@@ -90,7 +90,7 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 	var corrupt, foreign string // the first read of each kind of failure
 	deadline := time.Now().Add(20 * time.Second)
 	for iter := 0; time.Now().Before(deadline) && corrupt == "" && hits < 30; iter++ {
-		a4AwaitSeal(l)
+		awaitBackgroundSeal(l)
 		if reopen {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
@@ -104,7 +104,7 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 			r.Release()
 		}
 		for _, s := range segs[1 : len(segs)-1] {
-			if len(held) >= 300 || a4MappedLogs(t, dir)[s.Path()[len(dir)+1:]] {
+			if len(held) >= 300 || mappedLogNames(t, dir)[s.Path()[len(dir)+1:]] {
 				continue
 			}
 			dup := false

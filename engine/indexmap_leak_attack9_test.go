@@ -57,6 +57,6 @@ func TestAttack9FailedCreateUnmapsOffsetIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := a3Mappings(t, dir); n != 0 {
-		t.Fatalf("after %d failed segment creations and Close: %d mappings of the log's files left:\n%s", refused.Load(), n, a9MapLines(dir))
+		t.Fatalf("after %d failed segment creations and Close: %d mappings of the log's files left:\n%s", refused.Load(), n, mapsLinesOf(dir))
 	}
 }

@@ -89,7 +89,7 @@ func TestReadOnlyDroppedSegmentDamageIsTrimmedRange(t *testing.T) {
 	s := segs[1]
 	base, next := s.Base(), s.Next()
 	bad := base + 2
-	a10Damage(t, dir, base, bad)
+	flipRecordBodyByte(t, dir, base, bad)
 	if _, err := w.DropBefore(segs[2].Base()); err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 // closed and reopened while the reused segment is active, and rolls. The
 // held body must stay readable without a fault: the file must never become
 // shorter than it was, which only the open that found it can remember
-// across the restart (found by an attack: the seal after the restart
-// trimmed the file to its records, and the held body's pages faulted).
+// across the restart (without that, the seal after the restart trimmed
+// the file to its records, and the held body's pages faulted).
 func TestRecycleReaderHoldsRecordAcrossWriterRestart(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{SegmentBytes: 64 << 10, RecycleSegments: 1, Sync: SyncNone}

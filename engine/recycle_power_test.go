@@ -23,10 +23,9 @@ func fileInode(t *testing.T, p string) uint64 {
 // the reused file as it was when it was last synced, which is the dropped
 // segment's records but for the first page, made zero and synced before
 // any rename could name the file (zeroHead). The log must open, serve no
-// record under another's offset, and go on. Found by an attack on the
-// first version, which zeroed the file in the page cache only: the old
-// first record under the new name made the log a misnamed one that no open
-// or recover got past.
+// record under another's offset, and go on. (A first version zeroed the
+// file in the page cache only: the old first record under the new name
+// made the log a misnamed one that no open or recover got past.)
 func TestRecyclePowerLossBeforeZerosReachDisk(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{SegmentBytes: 64 << 10, RecycleSegments: 1, Sync: SyncNone}

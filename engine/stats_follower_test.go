@@ -52,7 +52,7 @@ func TestStatsFollowerReadsNeverGoBack(t *testing.T) {
 
 // The newest view is reopened when the writer outgrows its mapping: its
 // reads must stay counted.
-func TestAttackFollowerReadsOutgrown(t *testing.T) {
+func TestStatsFollowerReadsCountedAfterOutgrown(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{SegmentBytes: 64 << 20}
 	w := mustOpen(t, dir, o)

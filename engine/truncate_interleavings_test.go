@@ -12,45 +12,48 @@ import (
 	"time"
 )
 
-// Faults an attack on Truncate found, each reproduced here: the comment on
-// each test says what went wrong before its fix (truncate.go, sync.go,
-// view.go), and the test checks that it no longer does.
+// Truncate at the moments where it meets other work: a read or Verify
+// while its copy is synced, iterators after a failed copy, the recovery
+// point, a follower that never waits, an appender waiting for a sync.
+// The comment on each test says what it proves and what went wrong
+// without the fix it guards (truncate.go, sync.go, view.go).
 
-// F1: a sealed segment opened at Open (lazy, no descriptor), evicted, and
-// cut (inside it, or at the base of the next one): a Read below the cut
-// after the copy was renamed over its file gets ErrNotFound.
-func TestAttack5RegressReadDuringCopyReopenedSegment(t *testing.T) {
+// A sealed segment opened at Open (lazy, no descriptor), evicted, and cut
+// (inside it, or at the base of the next one): a Read below the cut after
+// the copy was renamed over its file finds its record (it got ErrNotFound).
+func TestTruncateReadDuringCopyOfReopenedSegment(t *testing.T) {
 	for _, atBase := range []bool{false, true} {
 		t.Run(fmt.Sprint("atBase=", atBase), func(t *testing.T) {
 			dir := t.TempDir()
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 			l := mustOpen(t, dir, opts)
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			w.add(t, 200)
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			var h a5Hook
+			var h truncSyncHook
 			opts.datasync = h.datasync
 			w.l = mustOpen(t, dir, opts)
-			a5ReadDuringCopy(t, w, &h, atBase)
+			truncReadDuringCopy(t, w, &h, atBase)
 		})
 	}
 }
 
-// F2: Verify run while the copy of the cut segment is synced reports
-// problems (its index files were removed while it stays in the list).
-func TestAttack5RegressVerifyDuringCopy(t *testing.T) {
+// Verify run while the copy of the cut segment is synced calls the log
+// healthy (it reported problems: the segment's index files were removed
+// while it stayed in the list).
+func TestTruncateVerifyDuringCopyIsHealthy(t *testing.T) {
 	for _, where := range []string{"active", "sealed"} {
 		t.Run(where, func(t *testing.T) {
 			dir := t.TempDir()
-			var h a5Hook
+			var h truncSyncHook
 			opts := Options{SegmentBytes: 64 << 10, IndexIntervalBytes: 256}
 			opts.datasync = h.datasync
 			l := mustOpen(t, dir, opts)
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			w.add(t, 600)
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			segs := *l.segs.Load()
 			cut := l.Next() - 5
 			if where == "sealed" {
@@ -78,18 +81,18 @@ func TestAttack5RegressVerifyDuringCopy(t *testing.T) {
 	}
 }
 
-// F3: after a Truncate whose copy failed, Records, Inspect and ReadNext
-// over the offsets below the cut of the segment that left the list never
-// return.
-func TestAttack5RegressIteratorsAfterFailedCopy(t *testing.T) {
+// After a Truncate whose copy failed, Records, Inspect and ReadNext over
+// the offsets below the cut of the segment that left the list return (they
+// never did).
+func TestTruncateIteratorsReturnAfterFailedCopy(t *testing.T) {
 	dir := t.TempDir()
-	var h a5Hook
+	var h truncSyncHook
 	opts := Options{SegmentBytes: 4 << 10}
 	opts.datasync = h.datasync
 	l := mustOpen(t, dir, opts)
-	w := &a5Writer{l: l}
+	w := &truncGenWriter{l: l}
 	w.add(t, 150)
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	segs := *l.segs.Load()
 	cut := segs[len(segs)/2].Base() + 4
 	h.set(func(f *os.File) error {
@@ -134,14 +137,15 @@ func TestAttack5RegressIteratorsAfterFailedCopy(t *testing.T) {
 	}
 }
 
-// F4: a Truncate leaves the recovery point (log.recovery, the sync state's
-// point) past the cut: the checkpointer writes it after the Truncate
-// removed the file, and a reopen reports the cut offsets lost and starts
-// after them, leaving a hole that reads as ErrCorrupt.
-func TestAttack5RegressRecoveryPointPastCut(t *testing.T) {
+// A Truncate moves the recovery point (log.recovery, the sync state's
+// point) down to the cut, and a reopen after a clean Close starts at the
+// cut. Left past the cut, the checkpointer wrote it after the Truncate
+// removed the file, and a reopen reported the cut offsets lost and started
+// after them, leaving a hole that read as ErrCorrupt.
+func TestTruncateRecoveryPointStaysBelowCut(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{Sync: SyncAlways})
-	w := &a5Writer{l: l}
+	w := &truncGenWriter{l: l}
 	w.add(t, 10)
 	w.truncate(t, 5)
 	if p := l.sync.recoveryPoint(); p.Next > l.Next() {
@@ -158,15 +162,16 @@ func TestAttack5RegressRecoveryPointPastCut(t *testing.T) {
 	}
 }
 
-// F5: a read-only log that only reads (never Waits) stops following when
-// a Truncate inside a sealed segment removes the two newest segments: it
-// takes it for a drop by retention, and serves the cut records for ever.
-func TestAttack5RegressFollowerStopsAtDeepCut(t *testing.T) {
+// A read-only log that only reads (never Waits) keeps following when a
+// Truncate inside a sealed segment removes the two newest segments, and
+// serves the writer's new records. It once took the cut for a drop by
+// retention and served the cut records for ever.
+func TestTruncateDeepCutKeepsFollower(t *testing.T) {
 	dir := t.TempDir()
 	wl := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	w := &a5Writer{l: wl}
+	w := &truncGenWriter{l: wl}
 	w.add(t, 100)
-	a4AwaitSeal(wl)
+	awaitBackgroundSeal(wl)
 	ro := mustOpenRO(t, dir, Options{})
 	if ro.Next() != wl.Next() {
 		t.Fatal("follower not caught up")
@@ -185,21 +190,21 @@ func TestAttack5RegressFollowerStopsAtDeepCut(t *testing.T) {
 	if ro.Next() != wl.Next() {
 		t.Fatalf("the follower holds [%d, %d), the writer [%d, %d) after Truncate(%d)", ro.First(), ro.Next(), wl.First(), wl.Next(), cut)
 	}
-	if err := a5Check(ro, cut, ro.Next(), w.want); err != nil {
+	if err := truncCheckRange(ro, cut, ro.Next(), w.want); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// F6: an appender under SyncAlways that waits for a sync of its record,
-// cut meanwhile by Truncate and appended again at the same offset by
-// another appender, gets a success for a record that is gone.
-func TestAttack5RegressWaiterSucceedsForCutRecord(t *testing.T) {
+// An appender under SyncAlways that waits for a sync of its record, cut
+// meanwhile by Truncate and appended again at the same offset by another
+// appender, gets an error, not a success for a record that is gone.
+func TestTruncateWaiterOfCutRecordFails(t *testing.T) {
 	dir := t.TempDir()
-	var h a5Hook
+	var h truncSyncHook
 	opts := Options{Sync: SyncAlways}
 	opts.datasync = h.datasync
 	l := mustOpen(t, dir, opts)
-	w := &a5Writer{l: l}
+	w := &truncGenWriter{l: l}
 	w.add(t, 5)
 	entered, gate := make(chan struct{}), make(chan struct{})
 	logName := filepath.Base(l.active.Path())

@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// A Truncate between a read-only open's reading of the checkpoint files
-// and its opening of the views: the open takes the offsets the checkpoint
-// knew as a missing range at the end of the newest view, and no longer
-// follows it; the writer's appends after the cut are never seen.
-func TestRegressTruncateDuringViewOpen(t *testing.T) {
+// A read-only open with a Truncate between its reading of the checkpoint
+// files and its opening of the views still follows the writer: it sees
+// the writer's appends after the cut. It once took the offsets the
+// checkpoint knew as a missing range at the end of the newest view and
+// stopped following it, so those appends were never seen.
+func TestViewOpenBesideTruncateKeepsFollowing(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 1 << 20, Sync: SyncInterval})
 	appendN(t, w, 20, mixedSize)

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// Truncate reads the record before the cut (cutPosition) from a sealed
-// segment without a reference: with MaxMappedSegments, a reader mapping
-// another segment meanwhile evicts it, and the read faults (SIGSEGV in
+// Truncate holds a reference on the sealed segment it reads the record
+// before the cut from (cutPosition): with MaxMappedSegments, readers
+// mapping other segments meanwhile must not evict it under that read.
+// Without the reference the read faulted (SIGSEGV in
 // segment.(*Segment).holds / record.Header).
-func TestRegressTruncateReadsEvictedSegment(t *testing.T) {
+func TestTruncateCutPositionHoldsSegment(t *testing.T) {
 	l := reopenOneMapped(t, 3000)
 	var stop atomic.Bool
 	var wg sync.WaitGroup

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// TestAttack9ReleaseSparesFullDiskChurn: a log on a small tmpfs that
+// TestReleaseSparesFullDiskChurn: a log on a small tmpfs that
 // fills up again and again. The writer appends in batches until the disk
 // is full (appends then release the spare files themselves), and drops
 // the older half of its segments whenever an append fails; a second
@@ -24,7 +24,7 @@ import (
 // whole or fails with ENOSPC having written nothing of its batch's
 // failed part; nothing reads damaged or wrong; Close leaves no spare
 // file, descriptor or mapping; the log reopens whole.
-func TestAttack9ReleaseSparesFullDiskChurn(t *testing.T) {
+func TestReleaseSparesFullDiskChurn(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		opts Options
@@ -177,10 +177,10 @@ func TestAttack9ReleaseSparesFullDiskChurn(t *testing.T) {
 				t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
 			}
 			// The segments' .log files (the index mappings of segments
-			// whose creation failed on the full disk are
-			// TestAttack9FailedCreateUnmapsOffsetIndex's).
+			// whose creation failed on the full disk have a test of
+			// their own: a failed create unmaps its offset index).
 			if n := mappedLogFiles(t, dir); n != 0 {
-				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, a9MapLines(dir))
+				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, mapsLinesOf(dir))
 			}
 			r := mustOpen(t, dir, c.opts)
 			defer r.Close()
@@ -210,8 +210,8 @@ func TestAttack9ReleaseSparesFullDiskChurn(t *testing.T) {
 	}
 }
 
-// a9MapLines returns the lines of /proc/self/maps that map files of dir.
-func a9MapLines(dir string) string {
+// mapsLinesOf returns the lines of /proc/self/maps that map files of dir.
+func mapsLinesOf(dir string) string {
 	b, _ := os.ReadFile("/proc/self/maps")
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {

@@ -2,12 +2,13 @@ package engine
 
 import "testing"
 
-// A regression test: the clock sweep of MapCache.add stopped after 2*len(segs) tries,
-// len taken after each eviction: a sweep that starts on the new segment
-// and evicts one segment runs out of tries before the second chance of
-// the next one is spent. Nothing is held, a new segment was mapped, and
-// two stay mapped with MaxMappedSegments 1 (until some later mapping).
-func TestRegressSweepStopsShort(t *testing.T) {
+// A new mapping with nothing held leaves at most MaxMappedSegments sealed
+// segments mapped. The clock sweep of MapCache.add once stopped after
+// 2*len(segs) tries, len taken after each eviction: a sweep that started
+// on the new segment and evicted one segment ran out of tries before the
+// second chance of the next one was spent, and two stayed mapped with
+// MaxMappedSegments 1 (until some later mapping).
+func TestMapCacheSweepEvictsDownToBound(t *testing.T) {
 	l := reopenOneMapped(t, 200)
 	segs := *l.segs.Load()
 	a, err := l.Read(segs[0].Base())
@@ -30,11 +31,11 @@ func TestRegressSweepStopsShort(t *testing.T) {
 	}
 }
 
-// A regression test: segments mapped past the bound while readers held
-// them stayed mapped once the readers let go, for as long as no other
-// segment was mapped (five, with MaxMappedSegments 1). A release that
-// leaves a segment to its log alone now evicts down to the bound.
-func TestRegressReleaseEvicts(t *testing.T) {
+// Segments mapped past the bound while readers hold them are evicted down
+// to the bound once the readers let go: a release that leaves a segment
+// to its log alone evicts. (Without it they stayed mapped for as long as
+// no other segment was mapped: five, with MaxMappedSegments 1.)
+func TestMapCacheReleaseEvictsDownToBound(t *testing.T) {
 	l := reopenOneMapped(t, 200)
 	defer l.Close()
 	segs := *l.segs.Load()

@@ -7,26 +7,26 @@ import (
 // A reader that took its reference on an evicted sealed segment (the first
 // half of Acquire) before a Truncate to the base of the next segment
 // closed it (the Truncate makes it the active one again, from a copy of
-// its file renamed over it), and maps it after the rename, gets ErrNotFound
-// for a record the log still holds.
-func TestAttack4TruncateRaceReaderMapsCopy(t *testing.T) {
+// its file renamed over it), and maps it after the rename, reads the copy:
+// the record the log still holds, byte for byte (it once got ErrNotFound).
+func TestTruncateReaderMappingEvictedSegmentFindsCopy(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 	l := mustOpen(t, dir, opts)
 	for range 200 {
-		if err := a4Append(l); err != nil {
+		if err := sealEvictAppend(l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	segs := *l.segs.Load()
 	k := len(segs) / 2
 	prev, target := segs[k-1], segs[k]
 	for _, s := range segs[:len(segs)-1] {
-		checkRead(t, l, s.Base()+1, a4Size(s.Base()+1))
+		checkRead(t, l, s.Base()+1, sealEvictSize(s.Base()+1))
 	}
-	checkRead(t, l, segs[0].Base(), a4Size(segs[0].Base())) // evicts prev
-	if a4MappedLogs(t, dir)[prev.Path()[len(dir)+1:]] {
+	checkRead(t, l, segs[0].Base(), sealEvictSize(segs[0].Base())) // evicts prev
+	if mappedLogNames(t, dir)[prev.Path()[len(dir)+1:]] {
 		t.Fatal("prev is still mapped")
 	}
 	// A Read of prev.Base()+1 found prev in the list and took its
@@ -39,7 +39,7 @@ func TestAttack4TruncateRaceReaderMapsCopy(t *testing.T) {
 	if err := l.Truncate(target.Base()); err != nil {
 		t.Fatal(err)
 	}
-	checkRead(t, l, prev.Base()+1, a4Size(prev.Base()+1)) // the log holds it
+	checkRead(t, l, prev.Base()+1, sealEvictSize(prev.Base()+1)) // the log holds it
 	// The reader goes on: the rest of Acquire (it maps), then the
 	// segment's Read, as Log.Read does.
 	if !prev.Acquire() {
@@ -51,7 +51,7 @@ func TestAttack4TruncateRaceReaderMapsCopy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Read(%d), below the cut at %d: %v", prev.Base()+1, target.Base(), err)
 	}
-	if err := a4Check(Record{Offset: prev.Base() + 1, Body: v.Body}, prev.Base()+1); err != nil {
+	if err := sealEvictCheck(Record{Offset: prev.Base() + 1, Body: v.Body}, prev.Base()+1); err != nil {
 		t.Fatal(err)
 	}
 }

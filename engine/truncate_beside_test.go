@@ -23,26 +23,26 @@ import (
 // the cut, until its copy replaces it; the records from the cut on are gone
 // for readers as soon as the cut position is known.
 
-// a5Body is the body of the record at off in generation gen (bumped at
+// truncGenBody is the body of the record at off in generation gen (bumped at
 // every cut): a record of an older generation at the same offset is told
 // from the current one.
-func a5Body(off uint64, gen uint32) []byte {
+func truncGenBody(off uint64, gen uint32) []byte {
 	n := 12 + int((off*7919+uint64(gen)*31)%300)
 	b := testBody(off, n)
 	b[8], b[9], b[10], b[11] = byte(gen>>24), byte(gen>>16), byte(gen>>8), byte(gen)
 	return b
 }
 
-// a5Hook routes the log's datasyncs (the copy's, the new segment's, the
+// truncSyncHook routes the log's datasyncs (the copy's, the new segment's, the
 // directory's) through fn, when set.
-type a5Hook struct {
+type truncSyncHook struct {
 	fn atomic.Pointer[func(f *os.File) error]
 }
 
-func (h *a5Hook) set(fn func(f *os.File) error) { h.fn.Store(&fn) }
-func (h *a5Hook) clear()                        { h.fn.Store(nil) }
+func (h *truncSyncHook) set(fn func(f *os.File) error) { h.fn.Store(&fn) }
+func (h *truncSyncHook) clear()                        { h.fn.Store(nil) }
 
-func (h *a5Hook) datasync(f *os.File) error {
+func (h *truncSyncHook) datasync(f *os.File) error {
 	if p := h.fn.Load(); p != nil {
 		if err := (*p)(f); err != nil {
 			return err
@@ -51,20 +51,20 @@ func (h *a5Hook) datasync(f *os.File) error {
 	return mmapfile.Datasync(f)
 }
 
-// a5Writer appends records of a generation and knows which generation
+// truncGenWriter appends records of a generation and knows which generation
 // each offset holds.
-type a5Writer struct {
+type truncGenWriter struct {
 	l    *Log
 	gen  uint32
 	gens []uint32 // by offset - first
 	base uint64
 }
 
-func (w *a5Writer) add(t testing.TB, n int) {
+func (w *truncGenWriter) add(t testing.TB, n int) {
 	t.Helper()
 	for range n {
 		off := w.l.Next()
-		got, err := w.l.Append(a5Body(off, w.gen))
+		got, err := w.l.Append(truncGenBody(off, w.gen))
 		if err != nil || got != off {
 			t.Fatalf("Append: %d, %v (want %d)", got, err, off)
 		}
@@ -72,9 +72,9 @@ func (w *a5Writer) add(t testing.TB, n int) {
 	}
 }
 
-func (w *a5Writer) want(off uint64) []byte { return a5Body(off, w.gens[off-w.base]) }
+func (w *truncGenWriter) want(off uint64) []byte { return truncGenBody(off, w.gens[off-w.base]) }
 
-func (w *a5Writer) truncate(t testing.TB, at uint64) {
+func (w *truncGenWriter) truncate(t testing.TB, at uint64) {
 	t.Helper()
 	if err := w.l.Truncate(at); err != nil {
 		t.Fatalf("Truncate(%d): %v", at, err)
@@ -83,8 +83,8 @@ func (w *a5Writer) truncate(t testing.TB, at uint64) {
 	w.gen++
 }
 
-// a5Check reads every offset in [from, to) and compares it with want.
-func a5Check(l *Log, from, to uint64, want func(uint64) []byte) error {
+// truncCheckRange reads every offset in [from, to) and compares it with want.
+func truncCheckRange(l *Log, from, to uint64, want func(uint64) []byte) error {
 	for off := from; off < to; off++ {
 		r, err := l.Read(off)
 		if err != nil {
@@ -99,13 +99,13 @@ func a5Check(l *Log, from, to uint64, want func(uint64) []byte) error {
 	return nil
 }
 
-// TestAttack5ReadersBesideTruncate runs readers of every kind beside cuts
+// TestTruncateBesideReaders runs readers of every kind beside cuts
 // inside the active segment, inside a sealed segment, at a segment base
 // and at First, under every sync policy, with one sealed segment mapped
 // at most and with recycling. Records below the cut read byte-exact all
 // along; after Truncate returns no record at or past the cut is served;
 // nothing reports damage.
-func TestAttack5ReadersBesideTruncate(t *testing.T) {
+func TestTruncateBesideReaders(t *testing.T) {
 	type cfg struct {
 		name string
 		opts Options
@@ -123,12 +123,12 @@ func TestAttack5ReadersBesideTruncate(t *testing.T) {
 			opts.SegmentBytes = 4 << 10
 			opts.IndexIntervalBytes = 256
 			l := mustOpen(t, t.TempDir(), opts)
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			rng := rand.New(rand.NewPCG(7, uint64(len(c.name))))
 			deadline := time.Now().Add(1500 * time.Millisecond)
 			for round := 0; round < 40 && time.Now().Before(deadline); round++ {
 				w.add(t, 40+rng.IntN(60))
-				a4AwaitSeal(l)
+				awaitBackgroundSeal(l)
 				segs := *l.segs.Load()
 				first, next := l.First(), l.Next()
 				var cut uint64
@@ -149,22 +149,22 @@ func TestAttack5ReadersBesideTruncate(t *testing.T) {
 					}
 				}
 				cut = min(max(cut, first), next)
-				if err := a5Round(t, w, cut, rng.Uint64()); err != nil {
+				if err := truncRound(t, w, cut, rng.Uint64()); err != nil {
 					t.Fatalf("round %d (%s, cut %d of [%d, %d), %d segments): %v", round, c.name, cut, first, next, len(segs), err)
 				}
 			}
-			a4Reopen5(t, w, opts)
+			truncReopen(t, w, opts)
 		})
 	}
 }
 
-// a5Round cuts w's log at cut while readers read, and checks what they saw.
-func a5Round(t *testing.T, w *a5Writer, cut uint64, seed uint64) error {
+// truncRound cuts w's log at cut while readers read, and checks what they saw.
+func truncRound(t *testing.T, w *truncGenWriter, cut uint64, seed uint64) error {
 	l := w.l
 	first, next := l.First(), l.Next()
-	old := slices5Clone(w.gens)
+	old := cloneTruncGens(w.gens)
 	base := w.base
-	oldBody := func(off uint64) []byte { return a5Body(off, old[off-base]) }
+	oldBody := func(off uint64) []byte { return truncGenBody(off, old[off-base]) }
 	var (
 		done    atomic.Bool // Truncate returned
 		stop    atomic.Bool
@@ -340,7 +340,7 @@ func a5Round(t *testing.T, w *a5Writer, cut uint64, seed uint64) error {
 	if l.Next() != cut {
 		return fmt.Errorf("Next %d after Truncate(%d)", l.Next(), cut)
 	}
-	if err := a5Check(l, first, cut, w.want); err != nil {
+	if err := truncCheckRange(l, first, cut, w.want); err != nil {
 		return err
 	}
 	if _, err := l.Read(cut); !errors.Is(err, ErrNotFound) {
@@ -349,10 +349,10 @@ func a5Round(t *testing.T, w *a5Writer, cut uint64, seed uint64) error {
 	return nil
 }
 
-func slices5Clone(s []uint32) []uint32 { return append([]uint32(nil), s...) }
+func cloneTruncGens(s []uint32) []uint32 { return append([]uint32(nil), s...) }
 
-// a4Reopen5 closes w's log, opens it again and checks every record.
-func a4Reopen5(t *testing.T, w *a5Writer, opts Options) {
+// truncReopen closes w's log, opens it again and checks every record.
+func truncReopen(t *testing.T, w *truncGenWriter, opts Options) {
 	t.Helper()
 	dir := w.l.Dir()
 	next := w.l.Next()
@@ -363,7 +363,7 @@ func a4Reopen5(t *testing.T, w *a5Writer, opts Options) {
 	if l.Next() != next {
 		t.Fatalf("after a reopen: Next %d, want %d", l.Next(), next)
 	}
-	if err := a5Check(l, l.First(), next, w.want); err != nil {
+	if err := truncCheckRange(l, l.First(), next, w.want); err != nil {
 		t.Fatalf("after a reopen: %v", err)
 	}
 	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
@@ -371,12 +371,12 @@ func a4Reopen5(t *testing.T, w *a5Writer, opts Options) {
 	}
 }
 
-// TestAttack5AppendersBesideTruncate: appenders under SyncAlways wait for
+// TestTruncateBesideAppenders: appenders under SyncAlways wait for
 // syncs of records that a concurrent Truncate cuts. An Append either
 // succeeds or fails with an error matching ErrNotFound; nothing fails on
 // the disk, so no ErrSyncFailed, and a reopen finds the log the writer
 // left.
-func TestAttack5AppendersBesideTruncate(t *testing.T) {
+func TestTruncateBesideAppenders(t *testing.T) {
 	for _, mapped := range []int{0, 1} {
 		t.Run(fmt.Sprint("map", mapped), func(t *testing.T) {
 			dir := t.TempDir()
@@ -441,8 +441,8 @@ func TestAttack5AppendersBesideTruncate(t *testing.T) {
 				t.Fatalf("Close: %v", err)
 			}
 			// Every record the log held reads the same after a reopen. (Its
-			// Next may come back higher: the recovery point is not moved
-			// down by a cut; see the report of this attack.)
+			// Next is checked from below only here; that a cut moves the
+			// recovery point down is TestTruncateRecoveryPointStaysBelowCut's.)
 			r := mustOpen(t, dir, Options{})
 			if r.Next() < next {
 				t.Fatalf("reopen: Next %d, want at least %d", r.Next(), next)
@@ -459,30 +459,30 @@ func TestAttack5AppendersBesideTruncate(t *testing.T) {
 	}
 }
 
-// TestAttack5ReadDuringCopyLiveSegment: a Read of a record below the cut,
+// TestTruncateReadDuringCopyOfLiveSegment: a Read of a record below the cut,
 // made while the copy is synced and again after it was renamed over the
 // file (the new segment's sync), finds it, for segments sealed in this
 // process with one mapped at most.
-func TestAttack5ReadDuringCopyLiveSegment(t *testing.T) {
+func TestTruncateReadDuringCopyOfLiveSegment(t *testing.T) {
 	for _, atBase := range []bool{false, true} {
 		t.Run(fmt.Sprint("atBase=", atBase), func(t *testing.T) {
 			dir := t.TempDir()
-			var h a5Hook
+			var h truncSyncHook
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 			opts.datasync = h.datasync
 			l := mustOpen(t, dir, opts)
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			w.add(t, 200)
-			a4AwaitSeal(l)
-			a5ReadDuringCopy(t, w, &h, atBase)
+			awaitBackgroundSeal(l)
+			truncReadDuringCopy(t, w, &h, atBase)
 		})
 	}
 }
 
-// a5ReadDuringCopy cuts inside (or at the base of) a sealed segment in the
+// truncReadDuringCopy cuts inside (or at the base of) a sealed segment in the
 // middle of w's log, and reads below the cut from the datasync hooks of
 // the copy and of the new segment, after evicting the segment being cut.
-func a5ReadDuringCopy(t *testing.T, w *a5Writer, h *a5Hook, atBase bool) {
+func truncReadDuringCopy(t *testing.T, w *truncGenWriter, h *truncSyncHook, atBase bool) {
 	l := w.l
 	segs := *l.segs.Load()
 	k := len(segs) / 2
@@ -541,26 +541,26 @@ func a5ReadDuringCopy(t *testing.T, w *a5Writer, h *a5Hook, atBase bool) {
 	if len(errs) > 0 {
 		t.Fatal(strings.Join(errs, "\n"))
 	}
-	if err := a5Check(l, l.First(), cut, w.want); err != nil {
+	if err := truncCheckRange(l, l.First(), cut, w.want); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestAttack5FollowerThroughTruncates: a log opened read-only in the same
+// TestTruncateFollowerThroughCuts: a log opened read-only in the same
 // process follows a writer that cuts at every kind of position and
 // appends records of a new generation; a reader of it reads all along.
 // Every record it serves is whole, and once it catches up it serves the
 // writer's records, never a cut one.
-func TestAttack5FollowerThroughTruncates(t *testing.T) {
+func TestTruncateFollowerThroughCuts(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4 << 10, IndexIntervalBytes: 256}
 	wl := mustOpen(t, dir, opts)
-	w := &a5Writer{l: wl}
+	w := &truncGenWriter{l: wl}
 	w.add(t, 100)
 	ro := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
-	// A stream's reader: it has waited once. (One that never waits stops
-	// following at a cut that removes the two newest segments; see the
-	// report of this attack.)
+	// A stream's reader: it has waited once. (One that never waits, at a
+	// cut that removes the two newest segments, is
+	// TestTruncateDeepCutKeepsFollower's.)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	if err := ro.Wait(ctx, ro.Next()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait past the end: %v", err)
@@ -588,7 +588,7 @@ func TestAttack5FollowerThroughTruncates(t *testing.T) {
 				continue
 			}
 			b := rec.Body
-			if len(b) < 12 || !bytes.Equal(b, a5Body(off, uint32(b[8])<<24|uint32(b[9])<<16|uint32(b[10])<<8|uint32(b[11]))) {
+			if len(b) < 12 || !bytes.Equal(b, truncGenBody(off, uint32(b[8])<<24|uint32(b[9])<<16|uint32(b[10])<<8|uint32(b[11]))) {
 				s := fmt.Sprintf("follower Read(%d): a body that is no generation's record at that offset", off)
 				bad.CompareAndSwap(nil, &s)
 			}
@@ -623,7 +623,7 @@ func TestAttack5FollowerThroughTruncates(t *testing.T) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if err := a5Check(ro, ro.First(), ro.Next(), func(off uint64) []byte {
+		if err := truncCheckRange(ro, ro.First(), ro.Next(), func(off uint64) []byte {
 			if off < w.base {
 				return nil
 			}
@@ -644,19 +644,19 @@ func TestAttack5FollowerThroughTruncates(t *testing.T) {
 	}
 }
 
-// TestAttack5CrashDuringTruncate copies the directory at each sync of a
+// TestTruncateCrashLeavesPrefix copies the directory at each sync of a
 // Truncate (the copy written, the copy renamed, the directory) as a crash
 // there would leave it, and opens each copy: a prefix of the log, at
 // least every record below the cut, never a gap.
-func TestAttack5CrashDuringTruncate(t *testing.T) {
+func TestTruncateCrashLeavesPrefix(t *testing.T) {
 	for _, where := range []string{"active", "sealed", "base"} {
 		t.Run(where, func(t *testing.T) {
 			dir := t.TempDir()
-			var h a5Hook
+			var h truncSyncHook
 			opts := Options{SegmentBytes: 4 << 10, Sync: SyncAlways}
 			opts.datasync = h.datasync
 			l := mustOpen(t, dir, opts)
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			w.add(t, 150)
 			segs := *l.segs.Load()
 			var cut uint64
@@ -668,7 +668,7 @@ func TestAttack5CrashDuringTruncate(t *testing.T) {
 			case "base":
 				cut = segs[len(segs)/2].Base()
 			}
-			before := slices5Clone(w.gens)
+			before := cloneTruncGens(w.gens)
 			next := l.Next()
 			var copies []string
 			var names []string
@@ -694,7 +694,7 @@ func TestAttack5CrashDuringTruncate(t *testing.T) {
 					r.Close()
 					t.Fatalf("crash at the sync of %s: Next %d outside [cut %d, %d]", names[i], got, cut, next)
 				}
-				if err := a5Check(r, r.First(), got, func(off uint64) []byte { return a5Body(off, before[off]) }); err != nil {
+				if err := truncCheckRange(r, r.First(), got, func(off uint64) []byte { return truncGenBody(off, before[off]) }); err != nil {
 					r.Close()
 					t.Fatalf("crash at the sync of %s: %v", names[i], err)
 				}
@@ -711,23 +711,23 @@ func TestAttack5CrashDuringTruncate(t *testing.T) {
 	}
 }
 
-// TestAttack5FailedCopyKeepsPrefix: the copy fails (no space). The log
+// TestTruncateFailedCopyKeepsPrefix: the copy fails (no space). The log
 // refuses appends, reads below the cut fault nothing, Close returns, and
 // a reopen finds every record below the cut.
-func TestAttack5FailedCopyKeepsPrefix(t *testing.T) {
+func TestTruncateFailedCopyKeepsPrefix(t *testing.T) {
 	for _, where := range []string{"active", "sealed"} {
 		t.Run(where, func(t *testing.T) {
 			dir := t.TempDir()
-			var h a5Hook
+			var h truncSyncHook
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 			opts.datasync = h.datasync
 			l, err := Open(dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := &a5Writer{l: l}
+			w := &truncGenWriter{l: l}
 			w.add(t, 150)
-			a4AwaitSeal(l)
+			awaitBackgroundSeal(l)
 			segs := *l.segs.Load()
 			cut := l.Next() - 3
 			if where == "sealed" {
@@ -762,7 +762,7 @@ func TestAttack5FailedCopyKeepsPrefix(t *testing.T) {
 			if r.Next() < cut {
 				t.Fatalf("reopen after a failed Truncate(%d): Next %d", cut, r.Next())
 			}
-			if err := a5Check(r, r.First(), cut, w.want); err != nil {
+			if err := truncCheckRange(r, r.First(), cut, w.want); err != nil {
 				t.Fatalf("reopen after a failed Truncate(%d): %v", cut, err)
 			}
 			if rep, err := r.Verify(nil); err != nil || !rep.Healthy() {

@@ -7,12 +7,12 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a9ReuseVictim drops the writer's segments below keep and appends until
+// reuseReadOnlyVictim drops the writer's segments below keep and appends until
 // the .log file of victim (a segment of a read-only log on the same
 // directory, mapped by it) is a segment of the writer again with records
 // written at its start: the file a reader maps now holds another
 // segment's records under the dropped segment's mapping.
-func a9ReuseVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
+func reuseReadOnlyVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
 	t.Helper()
 	if _, err := w.DropBefore(keep); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func a9ReuseVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
 	for deadline := time.Now().Add(time.Minute); ; {
 		for _, s := range *w.segs.Load() {
 			if s.FileID() == id && s.Next() > s.Base()+1 {
-				a4AwaitSeal(w)
+				awaitBackgroundSeal(w)
 				return
 			}
 		}
@@ -43,13 +43,13 @@ func a9ReuseVictim(t *testing.T, w *Log, victim *segment.Segment, keep uint64) {
 // record whose id is not the file name's) and leaves the segment out as
 // dropped. The second must too: the log on disk is whole, and nothing
 // about it changed between the two.
-func TestAttack9VerifyTwiceBesideReusedFile(t *testing.T) {
+func TestVerifyTwiceBesideReusedFile(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	a6Fill(t, w, 6)
 	r := mustOpenRO(t, dir, Options{})
 	segs := *r.segs.Load()
-	a9ReuseVictim(t, w, segs[1], segs[2].Base())
+	reuseReadOnlyVictim(t, w, segs[1], segs[2].Base())
 	for i := range 2 {
 		rep, err := r.Verify(nil)
 		if err != nil {
@@ -71,14 +71,14 @@ func TestAttack9VerifyTwiceBesideReusedFile(t *testing.T) {
 // reader that had the offset from before the drop) comes before Verify:
 // the read may fail, but Verify of the healthy log must not report the
 // dropped segment.
-func TestAttack9VerifyAfterReadOfReusedFile(t *testing.T) {
+func TestVerifyAfterReadOfReusedFile(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	a6Fill(t, w, 6)
 	r := mustOpenRO(t, dir, Options{})
 	segs := *r.segs.Load()
 	victim := segs[1]
-	a9ReuseVictim(t, w, victim, segs[2].Base())
+	reuseReadOnlyVictim(t, w, victim, segs[2].Base())
 	rec, err := r.Read(victim.Base() + 1)
 	t.Logf("Read(%d) of the dropped, reused segment: %v", victim.Base()+1, err)
 	if err == nil {

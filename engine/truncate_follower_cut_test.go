@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// A regression test: a read-only log that followed a writer (without Wait) whose
-// Truncate cuts below the newest segment's base: the writer removes the
-// newest segment, the follower takes that for a drop of a segment it fell
-// behind and stops following. Its Next stays at the old end, and it keeps
-// serving the records the cut removed where the writer serves new ones.
-func TestRegressTruncateAcrossSegmentStopsFollower(t *testing.T) {
+// A read-only log that follows a writer (without Wait) keeps following
+// when the writer's Truncate cuts below the newest segment's base and so
+// removes the newest segment. It must not take that for a drop of a
+// segment it fell behind: it once stopped following there, its Next
+// stayed at the old end, and it went on serving the records the cut
+// removed where the writer served new ones.
+func TestTruncateBelowNewestSegmentKeepsFollower(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 1024})
 	appendN(t, w, 60, func(uint64) int { return 40 })

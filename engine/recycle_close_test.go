@@ -11,13 +11,13 @@ import (
 	"time"
 )
 
-// TestAttack2CloseRacesRecycledDrops: Close racing appends, drops and
+// TestRecycleCloseRacingDropsLeavesNoFiles: Close racing appends, drops and
 // readers that hold records of dropped segments (their files are handed to
 // the recycler only when the last record goes, some after Close), with
 // RecycleSegments 1 to 3. Close succeeds; once the records are released
 // no recycled-* or prepared.* file and no index file without its .log is
 // left; the reopen is clean with no note and every record reads back.
-func TestAttack2CloseRacesRecycledDrops(t *testing.T) {
+func TestRecycleCloseRacingDropsLeavesNoFiles(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	rounds := 0
 	for ; rounds < 60 && time.Now().Before(deadline); rounds++ {
@@ -106,11 +106,11 @@ func TestAttack2CloseRacesRecycledDrops(t *testing.T) {
 	t.Logf("%d rounds", rounds)
 }
 
-// TestAttack2CloseOnFullDiskKeepsThree: a full disk while three dropped
+// TestRecycleCloseOnFullDiskWithThreeKept: a full disk while three dropped
 // files are kept for reuse, and a reader holding a record of a segment
 // dropped after that: Close succeeds and writes log.clean; the held
 // record still reads after Close; once released, nothing kept is left.
-func TestAttack2CloseOnFullDiskKeepsThree(t *testing.T) {
+func TestRecycleCloseOnFullDiskWithThreeKept(t *testing.T) {
 	fsdir := mountTmpfs(t, "4m")
 	dir := filepath.Join(fsdir, "log")
 	opts := Options{SegmentBytes: 128 << 10, RecycleSegments: 3}

@@ -14,7 +14,7 @@ import (
 // flipped byte in the body of a record of a sealed segment the writer
 // never drops is found, whatever the drops and reuses of the segments
 // before it while Verify runs, and on every run.
-func TestAttack9VerifyReportsDamageBesideReuse(t *testing.T) {
+func TestVerifyReportsDamageBesideReuse(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	a6Fill(t, w, 30)
@@ -25,7 +25,7 @@ func TestAttack9VerifyReportsDamageBesideReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pos := a9RecordPos(t, w, bad)
+	pos := recordPosInSegment(t, w, bad)
 	r.Release()
 	f, err := os.OpenFile(victim.Path(), os.O_RDWR, 0)
 	if err != nil {
@@ -83,8 +83,8 @@ func TestAttack9VerifyReportsDamageBesideReuse(t *testing.T) {
 	}
 }
 
-// a9RecordPos returns the position of the record at off in its segment.
-func a9RecordPos(t *testing.T, l *Log, off uint64) int64 {
+// recordPosInSegment returns the position of the record at off in its segment.
+func recordPosInSegment(t *testing.T, l *Log, off uint64) int64 {
 	t.Helper()
 	for ri := range l.Inspect(off) {
 		if ri.Offset == off {
@@ -100,7 +100,7 @@ func a9RecordPos(t *testing.T, l *Log, off uint64) int64 {
 // that appends, drops and reuses segment files all along: every report
 // is healthy (the log is), whatever segments the writer drops and reuses
 // under the verifier's mappings.
-func TestAttack9VerifyFreshReadOnlyBesideChurn(t *testing.T) {
+func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 	for _, maxMapped := range []int{1, 3, 128} {
 		t.Run(fmt.Sprint(maxMapped), func(t *testing.T) {
 			dir := t.TempDir()
@@ -162,7 +162,7 @@ func TestAttack9VerifyFreshReadOnlyBesideChurn(t *testing.T) {
 // One read-only log verified again and again beside a writer that
 // appends, drops and reuses segment files, with a reader of the
 // read-only log beside it: every report is healthy, as the log is.
-func TestAttack9VerifySameReadOnlyBesideChurn(t *testing.T) {
+func TestVerifySameReadOnlyBesideChurn(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	a6Fill(t, w, 8)

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestAttack9ReleaseSparesThenDropOnFullDisk: a writer on a full disk
+// TestReleaseSparesThenDropKeepsFileOnFullDisk: a writer on a full disk
 // releases its spare files (as the work queue's head checkpoint does),
 // another writer takes the space they held, and the log then drops one
 // segment: its file is kept for reuse (nothing prepared counts against
@@ -19,7 +19,7 @@ import (
 // space. Without the release (the control), the dropped file goes to
 // the prepared segment's count, is removed, and the roll takes the
 // prepared segment.
-func TestAttack9ReleaseSparesThenDropOnFullDisk(t *testing.T) {
+func TestReleaseSparesThenDropKeepsFileOnFullDisk(t *testing.T) {
 	for _, release := range []bool{false, true} {
 		name := "control"
 		if release {
@@ -93,8 +93,8 @@ func TestAttack9ReleaseSparesThenDropOnFullDisk(t *testing.T) {
 				t.Fatalf("Append %d fails for 2 s: %v (spare files %v)", i, err, sparesIn(t, dir))
 			}
 			st := l.Stats()
-			t.Logf("after the roll: %d segments, %d made from kept files, %d kept; files %v", st.Segments, st.Recycled, st.RecycledWaiting, a9Blocks(dir))
-			a6CheckFromAny(t, l)
+			t.Logf("after the roll: %d segments, %d made from kept files, %d kept; files %v", st.Segments, st.Recycled, st.RecycledWaiting, filesWithDiskKiB(dir))
+			readEveryRecordOf(t, l)
 			if _, err := os.Stat(dir); err != nil {
 				t.Fatal(err)
 			}
@@ -102,8 +102,8 @@ func TestAttack9ReleaseSparesThenDropOnFullDisk(t *testing.T) {
 	}
 }
 
-// a6CheckFromAny reads every record of l.
-func a6CheckFromAny(t *testing.T, l *Log) {
+// readEveryRecordOf reads every record of l.
+func readEveryRecordOf(t *testing.T, l *Log) {
 	t.Helper()
 	for off := l.First(); off < l.Next(); off++ {
 		r, err := l.Read(off)
@@ -114,8 +114,8 @@ func a6CheckFromAny(t *testing.T, l *Log) {
 	}
 }
 
-// a9Blocks lists the files of dir with the KiB each takes on disk.
-func a9Blocks(dir string) []string {
+// filesWithDiskKiB lists the files of dir with the KiB each takes on disk.
+func filesWithDiskKiB(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {

@@ -23,8 +23,9 @@ import (
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
-// Attacks on the swap of a new prepared segment for a dropped file kept
-// for reuse (admitRecycled, prepareLoop): drops at every phase of a
+// The swap of a new prepared segment for a dropped file kept for reuse
+// (admitRecycled, prepareLoop) keeps the bound of RecycleSegments, every
+// record and a clean directory: under drops at every phase of a
 // segment's fill, with the preparer blocked in the middle of its work,
 // Close in the middle of the swap, a full disk, kept files tampered with,
 // and kill -9.
@@ -101,7 +102,7 @@ func swapSize(segBytes int64) func(uint64) int {
 // Close leaves no recycled-* or prepared.* file and the reopen is clean,
 // with no note: no index file a drop racing a reader's first read could
 // once write back after the drop removed it (see Segment.MarkDropped).
-func TestRecycleSwapAttackStorm(t *testing.T) {
+func TestRecycleSwapStaysBoundedUnderDrops(t *testing.T) {
 	var swaps, reused atomic.Int64
 	for _, segBytes := range []int64{1, 4 << 10, 64 << 10} {
 		for spare := 1; spare <= 3; spare++ {
@@ -316,7 +317,7 @@ func blockPrepared(armed *atomic.Bool, entered chan<- struct{}, release <-chan s
 // next roll (or the one after) writes into the dropped segment's file (its
 // inode), the bound holds, every record reads back, and Close leaves
 // nothing.
-func TestRecycleSwapAttackPreparerHeld(t *testing.T) {
+func TestRecycleSwapHeldPreparerGivesWayToKeptFile(t *testing.T) {
 	for _, mode := range []string{"preparing", "waiting", "roll"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -419,7 +420,7 @@ func TestRecycleSwapAttackPreparerHeld(t *testing.T) {
 // dropped file kept meanwhile: Close waits for the preparer, which is let
 // go 20 ms later; it returns nil and leaves no recycled-* or prepared.*
 // file, and the reopen is clean with every record.
-func TestRecycleSwapAttackCloseDuringSwap(t *testing.T) {
+func TestRecycleSwapCloseWaitsForPreparer(t *testing.T) {
 	for round := range 6 {
 		dir := t.TempDir()
 		var armed atomic.Bool
@@ -508,7 +509,7 @@ func TestRecycleSwapAttackCloseDuringSwap(t *testing.T) {
 // by a new one, one it can is made zero whole. Appends never fail; every
 // record reads back, before and after a reopen; Verify is healthy;
 // nothing is left after Close.
-func TestRecycleSwapAttackTamperedKeptFiles(t *testing.T) {
+func TestRecycleSwapTamperedKeptFilesReplacedOrZeroed(t *testing.T) {
 	const segBytes = 64 << 10
 	dir := t.TempDir()
 	o := Options{SegmentBytes: segBytes, RecycleSegments: 3}
@@ -606,7 +607,7 @@ func TestRecycleSwapAttackTamperedKeptFiles(t *testing.T) {
 // than a segment is made zero whole, so no old record shows after the new
 // ones, before or after a reopen or a crash; every record reads back and
 // Verify is healthy.
-func TestRecycleSwapAttackLargerFilesReused(t *testing.T) {
+func TestRecycleSwapLargerFileZeroedWhole(t *testing.T) {
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
 			dir := t.TempDir()
@@ -667,7 +668,7 @@ func TestRecycleSwapAttackLargerFilesReused(t *testing.T) {
 // the next segment; every acknowledged record from First reads back;
 // Close leaves no recycled-* or prepared.* file and the reopen reads them
 // all.
-func TestRecycleSwapAttackFullDisk(t *testing.T) {
+func TestRecycleSwapFullDiskAppendsResume(t *testing.T) {
 	fsdir := mountTmpfs(t, "3m")
 	for spare := 1; spare <= 3; spare++ {
 		dir := filepath.Join(fsdir, fmt.Sprint("log", spare))
@@ -776,12 +777,12 @@ func TestRecycleSwapAttackFullDisk(t *testing.T) {
 	}
 }
 
-// Environment of TestRecycleSwapAttackChild.
+// Environment of TestRecycleSwapKillChild.
 const (
-	swapEnvDir    = "PAGELOG_SWAP_ATTACK_DIR"
-	swapEnvSalt   = "PAGELOG_SWAP_ATTACK_SALT"
-	swapEnvSpare  = "PAGELOG_SWAP_ATTACK_SPARE"
-	swapEnvPolicy = "PAGELOG_SWAP_ATTACK_POLICY"
+	swapEnvDir    = "PAGELOG_RECYCLE_SWAP_DIR"
+	swapEnvSalt   = "PAGELOG_RECYCLE_SWAP_SALT"
+	swapEnvSpare  = "PAGELOG_RECYCLE_SWAP_SPARE"
+	swapEnvPolicy = "PAGELOG_RECYCLE_SWAP_POLICY"
 )
 
 func swapCrashOptions(spare int, p SyncPolicy) Options {
@@ -801,7 +802,7 @@ func swapCrashOptions(spare int, p SyncPolicy) Options {
 // recovers every acknowledged record from First (which passes no drop
 // asked for) byte for byte with no damage, Verify is healthy, appends go
 // on, and Close leaves no recycled-* or prepared.* file.
-func TestRecycleSwapAttackKill(t *testing.T) {
+func TestRecycleSwapKillRecoversAcknowledged(t *testing.T) {
 	seed := crashSeedFor(t)
 	rng := crashRand(seed, 11)
 	dir := t.TempDir()
@@ -889,13 +890,13 @@ func TestRecycleSwapAttackKill(t *testing.T) {
 	}
 }
 
-// swapRunChild runs TestRecycleSwapAttackChild on dir and kills it after
+// swapRunChild runs TestRecycleSwapKillChild on dir and kills it after
 // afterAcks acknowledgements (when >= 0) or delay after its open. It
 // returns what the child reported and the highest offset it asked a drop
 // to keep.
 func swapRunChild(t *testing.T, dir string, salt uint64, spare int, policy SyncPolicy, afterAcks int, delay time.Duration) (res crashChildResult, dropAsked uint64, reused int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecycleSwapAttackChild$", "-test.count=1", "-test.v=false")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRecycleSwapKillChild$", "-test.count=1", "-test.v=false")
 	cmd.Env = append(os.Environ(),
 		swapEnvDir+"="+dir,
 		swapEnvSalt+"="+strconv.FormatUint(salt, 10),
@@ -934,12 +935,13 @@ func swapRunChild(t *testing.T, dir string, salt uint64, spare int, policy SyncP
 	return res, dropAsked, reused
 }
 
-// TestRecycleSwapAttackChild is the child of TestRecycleSwapAttackKill: it
-// does nothing unless started by it. It prints "O <next>", appends records
-// (printing "A <offset>" for each), and once per segment, past 5/8 of it
-// with three segments or more, prints "D <offset>" and drops the oldest
-// segment; a reader holds a few records at a time.
-func TestRecycleSwapAttackChild(t *testing.T) {
+// TestRecycleSwapKillChild is the child of
+// TestRecycleSwapKillRecoversAcknowledged: it does nothing unless started
+// by it. It prints "O <next>", appends records (printing "A <offset>" for
+// each), and once per segment, past 5/8 of it with three segments or more,
+// prints "D <offset>" and drops the oldest segment; a reader holds a few
+// records at a time.
+func TestRecycleSwapKillChild(t *testing.T) {
 	dir := os.Getenv(swapEnvDir)
 	if dir == "" {
 		return
@@ -1013,7 +1015,7 @@ func TestRecycleSwapAttackChild(t *testing.T) {
 // the other kept file, as it does when a kept file comes after it, and
 // the next roll writes into that file. (Before 9214f78 the new file
 // stayed, not faulted in, until the next roll took it.)
-func TestRecycleSwapAttackReuseFailsBesideAnotherKept(t *testing.T) {
+func TestRecycleSwapFailedReuseGivesWayToOtherKept(t *testing.T) {
 	dir := t.TempDir()
 	var failIndex atomic.Bool
 	o := Options{SegmentBytes: 64 << 10, RecycleSegments: 3}

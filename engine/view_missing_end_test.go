@@ -12,12 +12,12 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a2Converge waits until the reader's Next is the writer's, then checks
-// that the reader serves exactly what the writer serves from the reader's
-// First on: the same body for each offset the writer reads, an error for
-// each it does not (Read, Records and Inspect alike), and that Inspect
-// covers every offset once.
-func a2Converge(t *testing.T, when string, w, ro *Log) {
+// followerConvergesOnWriter waits until the reader's Next is the writer's,
+// then checks that the reader serves exactly what the writer serves from
+// the reader's First on: the same body for each offset the writer reads,
+// an error for each it does not (Read, Records and Inspect alike), and
+// that Inspect covers every offset once.
+func followerConvergesOnWriter(t *testing.T, when string, w, ro *Log) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for ro.Next() != w.Next() {
@@ -72,10 +72,10 @@ func a2Converge(t *testing.T, when string, w, ro *Log) {
 	}
 }
 
-// a2LoseLastRecord closes w and replaces the last record of the segment
-// at base with a whole record carrying the offset after it (as the fuzz
-// case did): log.clean says the log reached past what the file holds.
-func a2LoseLastRecord(t *testing.T, dir string, base uint64, lastPos int64) {
+// loseNewestSegmentLastRecord closes w and replaces the last record of the
+// segment at base with a whole record carrying the offset after it (as the
+// fuzz case did): log.clean says the log reached past what the file holds.
+func loseNewestSegmentLastRecord(t *testing.T, dir string, base uint64, lastPos int64) {
 	t.Helper()
 	path := segPath(dir, base, segment.LogSuffix)
 	data, err := os.ReadFile(path)
@@ -92,13 +92,13 @@ func a2LoseLastRecord(t *testing.T, dir string, base uint64, lastPos int64) {
 	}
 }
 
-// TestAttack2ViewEndingMissingFollowsWriter: a reader opened on a log
+// TestViewEndingMissingFollowsWriter: a reader opened on a log
 // whose newest segment ends in a missing range (log.clean says it reached
 // further than the file holds, and stale bytes follow) must converge on
 // what the writer serves through the writer's reopen, appends, rolls,
 // SkipTo and a Truncate within the newest segment: never a record the
 // writer does not serve, every record it appends after it reopens.
-func TestAttack2ViewEndingMissingFollowsWriter(t *testing.T) {
+func TestViewEndingMissingFollowsWriter(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		sealed int // sealed segments before the damaged newest one
@@ -117,7 +117,7 @@ func TestAttack2ViewEndingMissingFollowsWriter(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
-			a2LoseLastRecord(t, dir, newest.Base(), lastPos)
+			loseNewestSegmentLastRecord(t, dir, newest.Base(), lastPos)
 
 			ro := mustOpenRO(t, dir, opts)
 			lost := ro.Next() - 1
@@ -134,29 +134,29 @@ func TestAttack2ViewEndingMissingFollowsWriter(t *testing.T) {
 			if w.Next() != before {
 				t.Fatalf("the writer reopened at %d, the reader's Next is %d", w.Next(), before)
 			}
-			a2Converge(t, "writer reopened", w, ro)
+			followerConvergesOnWriter(t, "writer reopened", w, ro)
 			appendN(t, w, 3, func(uint64) int { return 50 })
-			a2Converge(t, "appended", w, ro)
+			followerConvergesOnWriter(t, "appended", w, ro)
 			for range 3 {
 				appendN(t, w, 30, func(uint64) int { return 100 }) // rolls
-				a2Converge(t, "rolled", w, ro)
+				followerConvergesOnWriter(t, "rolled", w, ro)
 			}
 			if err := w.SkipTo(w.Next() + 5); err != nil {
 				t.Fatal(err)
 			}
 			appendN(t, w, 4, func(uint64) int { return 30 })
-			a2Converge(t, "skipped and appended", w, ro)
+			followerConvergesOnWriter(t, "skipped and appended", w, ro)
 			if err := w.Truncate(w.Next() - 2); err != nil {
 				t.Fatal(err)
 			}
 			w.Append(fmt.Appendf(nil, "after the cut at %d", w.Next()))
-			a2Converge(t, "cut within the newest segment and appended", w, ro)
+			followerConvergesOnWriter(t, "cut within the newest segment and appended", w, ro)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
 			w = mustOpen(t, dir, opts)
 			appendN(t, w, 40, func(uint64) int { return 100 })
-			a2Converge(t, "reopened again and appended", w, ro)
+			followerConvergesOnWriter(t, "reopened again and appended", w, ro)
 			if v, err := ro.Verify(nil); err != nil || v.Damaged != 0 {
 				t.Fatalf("the reader's Verify: %+v, %v", v, err)
 			}

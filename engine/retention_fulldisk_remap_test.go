@@ -9,13 +9,13 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// On a full disk a sealed segment's rebuilt time index is kept in memory
-// only; an eviction drops it and the next mapping reads the damaged file
-// back with the rebuilt entry count. NewestTime then says the segment's
-// newest record is from 1970 and retention by age drops a segment of
-// records appended a moment ago.
-func TestRegressRetentionDropsYoungSegmentAfterRemap(t *testing.T) {
+// Retention by age keeps a young segment whose time index was rebuilt on
+// a full disk, after an eviction and a mapping again. The rebuilt index
+// is kept in memory only there; an eviction drops it, and a mapping that
+// read the damaged file back with the rebuilt entry count once made
+// NewestTime say the segment's newest record was from 1970, so retention
+// by age dropped a segment of records appended a moment before.
+func TestRetentionKeepsYoungSegmentAfterRemapOnFullDisk(t *testing.T) {
 	fsdir := mountTmpfs(t, "2m")
 	dir := filepath.Join(fsdir, "log")
 	opts := Options{SegmentBytes: 4096, IndexIntervalBytes: 256}

@@ -23,39 +23,39 @@ import (
 // tests read, hold, drop, cut, recycle, sync and close such segments while
 // the writer keeps rolling 4 KiB segments with one or two kept mapped.
 
-// a4Size is the body size of the record at off: deterministic, so that a
-// record cut by Truncate and appended again has the same bytes.
-func a4Size(off uint64) int { return 100 + int(off*7919%400) }
+// sealEvictSize is the body size of the record at off: deterministic, so
+// that a record cut by Truncate and appended again has the same bytes.
+func sealEvictSize(off uint64) int { return 100 + int(off*7919%400) }
 
-// a4Append appends the record of offset l.Next().
-func a4Append(l *Log) error {
+// sealEvictAppend appends the record of offset l.Next().
+func sealEvictAppend(l *Log) error {
 	want := l.Next()
-	off, err := l.Append(testBody(want, a4Size(want)))
+	off, err := l.Append(testBody(want, sealEvictSize(want)))
 	if err == nil && off != want {
 		return fmt.Errorf("Append: offset %d, want %d", off, want)
 	}
 	return err
 }
 
-// a4Check reports whether a record read at off holds the bytes appended
+// sealEvictCheck reports whether a record read at off holds the bytes appended
 // there.
-func a4Check(r Record, off uint64) error {
-	if r.Offset != off || !bytes.Equal(r.Body, testBody(off, a4Size(off))) {
-		return fmt.Errorf("record at %d: offset %d, %d bytes that differ from the %d appended", off, r.Offset, len(r.Body), a4Size(off))
+func sealEvictCheck(r Record, off uint64) error {
+	if r.Offset != off || !bytes.Equal(r.Body, testBody(off, sealEvictSize(off))) {
+		return fmt.Errorf("record at %d: offset %d, %d bytes that differ from the %d appended", off, r.Offset, len(r.Body), sealEvictSize(off))
 	}
 	return nil
 }
 
-// a4AwaitSeal waits for the background seal of the last roll.
-func a4AwaitSeal(l *Log) {
+// awaitBackgroundSeal waits for the background seal of the last roll.
+func awaitBackgroundSeal(l *Log) {
 	l.mu.Lock()
 	l.awaitSeal()
 	l.mu.Unlock()
 }
 
-// a4Reopen closes l, opens dir again and checks every record from First to
-// Next, with Read, Records and Verify.
-func a4Reopen(t *testing.T, l *Log, dir string, opts Options) {
+// sealEvictReopen closes l, opens dir again and checks every record from
+// First to Next, with Read, Records and Verify.
+func sealEvictReopen(t *testing.T, l *Log, dir string, opts Options) {
 	t.Helper()
 	if err := l.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -69,7 +69,7 @@ func a4Reopen(t *testing.T, l *Log, dir string, opts Options) {
 		if err != nil {
 			t.Fatalf("after a reopen: Read(%d) of [%d, %d): %v", off, first, next, err)
 		}
-		if err := a4Check(rec, off); err != nil {
+		if err := sealEvictCheck(rec, off); err != nil {
 			t.Fatalf("after a reopen: %v", err)
 		}
 		rec.Release()
@@ -79,7 +79,7 @@ func a4Reopen(t *testing.T, l *Log, dir string, opts Options) {
 		if err != nil {
 			t.Fatalf("after a reopen: Records at %d: %v", want, err)
 		}
-		if err := a4Check(rec, want); err != nil {
+		if err := sealEvictCheck(rec, want); err != nil {
 			t.Fatalf("after a reopen: Records: %v", err)
 		}
 		want++
@@ -92,17 +92,17 @@ func a4Reopen(t *testing.T, l *Log, dir string, opts Options) {
 	}
 }
 
-// a4Churn is what the writer does besides appending.
-type a4Churn struct {
+// sealEvictChurn is what the writer does besides appending.
+type sealEvictChurn struct {
 	drop, truncate bool
 	keep           uint64 // records DropBefore keeps (300 when 0)
 }
 
-// a4Run runs a writer that keeps rolling, readers of every kind, and the
-// churn asked for, for at least d and 60 records and until done holds,
-// and fails t with the first failure. It returns how many records were
-// appended.
-func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, done func() bool) int {
+// sealEvictRun runs a writer that keeps rolling, readers of every kind,
+// and the churn asked for, for at least d and 60 records and until done
+// holds, and fails t with the first failure. It returns how many records
+// were appended.
+func sealEvictRun(t *testing.T, l *Log, churn sealEvictChurn, d time.Duration, seed uint64, done func() bool) int {
 	t.Helper()
 	var appended atomic.Int64
 	var (
@@ -128,7 +128,7 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(seed, 1))
 		for i := 0; !stop.Load(); i++ {
-			if err := a4Append(l); err != nil {
+			if err := sealEvictAppend(l); err != nil {
 				fail(fmt.Errorf("writer: %w", err))
 				return
 			}
@@ -186,7 +186,7 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 						}
 						continue
 					}
-					if err := a4Check(r, off); err != nil {
+					if err := sealEvictCheck(r, off); err != nil {
 						fail(err)
 						r.Release()
 						continue
@@ -194,7 +194,7 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 					held = append(held, r)
 					if len(held) > 6 {
 						k := rng.IntN(len(held))
-						if err := a4Check(held[k], held[k].Offset); err != nil {
+						if err := sealEvictCheck(held[k], held[k].Offset); err != nil {
 							fail(fmt.Errorf("a held record changed: %w", err))
 						}
 						held[k].Release()
@@ -210,7 +210,7 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 							}
 							continue
 						}
-						if err := a4Check(r, r.Offset); err != nil {
+						if err := sealEvictCheck(r, r.Offset); err != nil {
 							fail(fmt.Errorf("Records(%d): %w", off, err))
 							return
 						}
@@ -236,7 +236,7 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 					r, _, err := l.ReadNext(ctx, off)
 					cancel()
 					if err == nil {
-						if err := a4Check(r, r.Offset); err != nil {
+						if err := sealEvictCheck(r, r.Offset); err != nil {
 							fail(fmt.Errorf("ReadNext(%d): %w", off, err))
 						}
 						r.Release()
@@ -280,13 +280,13 @@ func a4Run(t *testing.T, l *Log, churn a4Churn, d time.Duration, seed uint64, do
 	return int(appended.Load())
 }
 
-// TestAttack4SealEvictReaders: every sync policy, one or two sealed
+// TestSealEvictReadersSeeEveryRecord: every sync policy, one or two sealed
 // segments kept mapped, plain appends or with DropBefore and Truncate
 // (into segments sealed in this process, most of them evicted) beside the
 // readers; then a reopen finds every record.
-func TestAttack4SealEvictReaders(t *testing.T) {
+func TestSealEvictReadersSeeEveryRecord(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
-		for _, churn := range []a4Churn{{}, {drop: true, truncate: true}} {
+		for _, churn := range []sealEvictChurn{{}, {drop: true, truncate: true}} {
 			max := 1
 			if churn.drop {
 				max = 2
@@ -297,19 +297,19 @@ func TestAttack4SealEvictReaders(t *testing.T) {
 					Sync: policy, SyncInterval: 2 * time.Millisecond}
 				l := mustOpen(t, dir, opts)
 				// 4 KiB segments hold about ten records.
-				if n := a4Run(t, l, churn, 300*time.Millisecond, uint64(policy)*2+uint64(max), nil); n < 60 {
+				if n := sealEvictRun(t, l, churn, 300*time.Millisecond, uint64(policy)*2+uint64(max), nil); n < 60 {
 					t.Fatalf("only %d records appended", n)
 				}
-				a4Reopen(t, l, dir, opts)
+				sealEvictReopen(t, l, dir, opts)
 			})
 		}
 	}
 }
 
-// TestAttack4SealEvictRecycledRetired: the work queue's settings (mappings
+// TestSealEvictRecycledAndRetired: the work queue's settings (mappings
 // retired to zero pages, dropped files reused) with retention dropping
 // segments sealed in this process and evicted, and their files reused.
-func TestAttack4SealEvictRecycledRetired(t *testing.T) {
+func TestSealEvictRecycledAndRetired(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -319,20 +319,20 @@ func TestAttack4SealEvictRecycledRetired(t *testing.T) {
 			l := mustOpen(t, dir, opts)
 			// Until a file was reused: the preparer that reuses them runs
 			// beside the writer, and may be late on a loaded machine.
-			a4Run(t, l, a4Churn{drop: true, truncate: true, keep: 30}, 300*time.Millisecond, 7,
+			sealEvictRun(t, l, sealEvictChurn{drop: true, truncate: true, keep: 30}, 300*time.Millisecond, 7,
 				func() bool { return l.Stats().Recycled > 0 })
 			if st := l.Stats(); st.Recycled == 0 {
 				t.Fatalf("no file was reused: %+v", st)
 			}
-			a4Reopen(t, l, dir, opts)
+			sealEvictReopen(t, l, dir, opts)
 		})
 	}
 }
 
-// a4MappedLogs returns the .log files of dir this process maps (removed
+// mappedLogNames returns the .log files of dir this process maps (removed
 // ones too), but for the prepared segment's (the next segment, made
 // ahead).
-func a4MappedLogs(t *testing.T, dir string) map[string]bool {
+func mappedLogNames(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -352,11 +352,11 @@ func a4MappedLogs(t *testing.T, dir string) map[string]bool {
 	return seen
 }
 
-// TestAttack4SealEvictStatsMatchMaps: once the log is quiet, the mapped
+// TestSealEvictStatsMatchMaps: once the log is quiet, the mapped
 // segments Stats counts are the .log files /proc/self/maps shows, under
 // every sync policy, after rolls, reads of old segments, held records,
 // drops and a Truncate.
-func TestAttack4SealEvictStatsMatchMaps(t *testing.T) {
+func TestSealEvictStatsMatchMaps(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -364,18 +364,18 @@ func TestAttack4SealEvictStatsMatchMaps(t *testing.T) {
 			l := mustOpen(t, dir, opts)
 			check := func(when string) {
 				t.Helper()
-				a4AwaitSeal(l)
+				awaitBackgroundSeal(l)
 				if err := l.Sync(); err != nil {
 					t.Fatal(err)
 				}
 				st := l.Stats()
-				maps := a4MappedLogs(t, dir)
+				maps := mappedLogNames(t, dir)
 				if st.MappedSegments != len(maps) || st.MappedSegments < 1 {
 					t.Fatalf("%s: Stats says %d segments mapped, /proc/self/maps shows %d .log files: %v", when, st.MappedSegments, len(maps), maps)
 				}
 			}
 			for range 300 {
-				if err := a4Append(l); err != nil {
+				if err := sealEvictAppend(l); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -398,7 +398,7 @@ func TestAttack4SealEvictStatsMatchMaps(t *testing.T) {
 			}
 			check("after a drop of held segments")
 			for _, r := range held {
-				if err := a4Check(r, r.Offset); err != nil {
+				if err := sealEvictCheck(r, r.Offset); err != nil {
 					t.Fatal(err)
 				}
 				r.Release()
@@ -409,21 +409,21 @@ func TestAttack4SealEvictStatsMatchMaps(t *testing.T) {
 			}
 			check("after a Truncate")
 			for range 100 {
-				if err := a4Append(l); err != nil {
+				if err := sealEvictAppend(l); err != nil {
 					t.Fatal(err)
 				}
 			}
-			checkRead(t, l, l.First(), a4Size(l.First()))
+			checkRead(t, l, l.First(), sealEvictSize(l.First()))
 			check("after more rolls")
-			a4Reopen(t, l, dir, opts)
+			sealEvictReopen(t, l, dir, opts)
 		})
 	}
 }
 
-// TestAttack4SealEvictTruncateEvicted: Truncate into a segment sealed in
+// TestSealEvictTruncateIntoEvicted: Truncate into a segment sealed in
 // this process and evicted (and to its base, and into the one before),
 // with a record of it held across the cut; then appends, a reopen.
-func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
+func TestSealEvictTruncateIntoEvicted(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncAlways} {
 		for _, recycle := range []int{0, 2} {
 			if policy == SyncAlways && recycle > 0 {
@@ -434,7 +434,7 @@ func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
 				opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, Sync: policy, RecycleSegments: recycle}
 				l := mustOpen(t, dir, opts)
 				for range 200 {
-					if err := a4Append(l); err != nil {
+					if err := sealEvictAppend(l); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -443,12 +443,12 @@ func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
 						t.Fatal(err)
 					}
 					for range 100 {
-						if err := a4Append(l); err != nil {
+						if err := sealEvictAppend(l); err != nil {
 							t.Fatal(err)
 						}
 					}
 				}
-				a4AwaitSeal(l)
+				awaitBackgroundSeal(l)
 				segs := *l.segs.Load()
 				target := segs[len(segs)/2]
 				held, err := l.Read(target.Base() + 2)
@@ -458,9 +458,9 @@ func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
 				// Map every other segment, so that the target's
 				// mapping (held) stays and the others go.
 				for _, s := range segs[:len(segs)-1] {
-					checkRead(t, l, s.Base(), a4Size(s.Base()))
+					checkRead(t, l, s.Base(), sealEvictSize(s.Base()))
 				}
-				if m := a4MappedLogs(t, dir); !m[segment.Name(target.Base(), segment.LogSuffix)] {
+				if m := mappedLogNames(t, dir); !m[segment.Name(target.Base(), segment.LogSuffix)] {
 					t.Fatalf("the held segment is not mapped: %v", m)
 				}
 				cuts := []uint64{target.Base() + 3, target.Base(), target.Base() - 1}
@@ -472,13 +472,13 @@ func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
 						t.Fatalf("Next %d after Truncate(%d)", l.Next(), cut)
 					}
 					for off := l.First(); off < cut; off++ {
-						checkRead(t, l, off, a4Size(off))
+						checkRead(t, l, off, sealEvictSize(off))
 					}
-					if err := a4Check(held, target.Base()+2); err != nil {
+					if err := sealEvictCheck(held, target.Base()+2); err != nil {
 						t.Fatalf("a held record of a cut segment changed: %v", err)
 					}
 					for range 60 {
-						if err := a4Append(l); err != nil {
+						if err := sealEvictAppend(l); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -487,17 +487,17 @@ func TestAttack4SealEvictTruncateEvicted(t *testing.T) {
 				if st := l.Stats(); st.MappedSegments > 1+1+2 {
 					t.Fatalf("%d segments mapped", st.MappedSegments)
 				}
-				a4Reopen(t, l, dir, opts)
+				sealEvictReopen(t, l, dir, opts)
 			})
 		}
 	}
 }
 
-// TestAttack4SealEvictRetentionAgeClock: retention by age of segments with
+// TestSealEvictRetentionAgeUsesSealTime: retention by age of segments with
 // no time-index entry (smaller than the index interval) goes by their seal
 // time on the log's clock, and an eviction and a mapping again keep it:
 // the file's modification time (the wall clock) never takes its place.
-func TestAttack4SealEvictRetentionAgeClock(t *testing.T) {
+func TestSealEvictRetentionAgeUsesSealTime(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncAlways} {
 		for _, past := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/past%v", policy, past), func(t *testing.T) {
@@ -516,14 +516,14 @@ func TestAttack4SealEvictRetentionAgeClock(t *testing.T) {
 				// Ten segments, the clock a minute on at each.
 				for len(*l.segs.Load()) < 11 {
 					before := len(*l.segs.Load())
-					if err := a4Append(l); err != nil {
+					if err := sealEvictAppend(l); err != nil {
 						t.Fatal(err)
 					}
 					if len(*l.segs.Load()) != before {
 						ms.Add(60_000)
 					}
 				}
-				a4AwaitSeal(l)
+				awaitBackgroundSeal(l)
 				segs := *l.segs.Load()
 				for i, s := range segs[:len(segs)-1] {
 					if n, _, _, ok := s.TimeEnd(); ok && n > 0 {
@@ -533,7 +533,7 @@ func TestAttack4SealEvictRetentionAgeClock(t *testing.T) {
 				// Every sealed segment mapped again after an eviction.
 				for round := range 2 {
 					for _, s := range segs[:len(segs)-1] {
-						checkRead(t, l, s.Base()+uint64(round), a4Size(s.Base()+uint64(round)))
+						checkRead(t, l, s.Base()+uint64(round), sealEvictSize(s.Base()+uint64(round)))
 					}
 				}
 				for i, s := range segs[:len(segs)-1] {
@@ -560,11 +560,11 @@ func TestAttack4SealEvictRetentionAgeClock(t *testing.T) {
 	}
 }
 
-// TestAttack4SealEvictSyncEvicted: sealed segments evicted before their
+// TestSealEvictSyncReachesEvicted: sealed segments evicted before their
 // deferred sync are synced by Sync (their files, through the descriptor
 // kept, without mapping them again), and a Sync racing the background
 // seal of each roll neither fails nor misses a segment.
-func TestAttack4SealEvictSyncEvicted(t *testing.T) {
+func TestSealEvictSyncReachesEvicted(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
@@ -594,7 +594,7 @@ func TestAttack4SealEvictSyncEvicted(t *testing.T) {
 			}()
 			var syncs int
 			for i := 0; i < 400; i++ {
-				if err := a4Append(l); err != nil {
+				if err := sealEvictAppend(l); err != nil {
 					t.Fatal(err)
 				}
 				if i%50 == 49 {
@@ -629,10 +629,11 @@ func TestAttack4SealEvictSyncEvicted(t *testing.T) {
 	}
 }
 
-// TestAttack4SealEvictCloseRaces: Close while the writer rolls (background
-// seals in flight), readers map and evict sealed segments and hold
-// records; the reopened log holds every record an Append acknowledged.
-func TestAttack4SealEvictCloseRaces(t *testing.T) {
+// TestSealEvictCloseKeepsAcknowledged: Close while the writer rolls
+// (background seals in flight), readers map and evict sealed segments and
+// hold records; the reopened log holds every record an Append
+// acknowledged.
+func TestSealEvictCloseKeepsAcknowledged(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	round := 0
 	for ; round < 24 && time.Now().Before(deadline); round++ {
@@ -648,7 +649,7 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				if err := a4Append(l); err != nil {
+				if err := sealEvictAppend(l); err != nil {
 					if !errors.Is(err, ErrClosed) {
 						fail(fmt.Errorf("Append: %w", err))
 					}
@@ -665,7 +666,7 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 				var held []Record
 				defer func() {
 					for _, r := range held {
-						if err := a4Check(r, r.Offset); err != nil {
+						if err := sealEvictCheck(r, r.Offset); err != nil {
 							fail(fmt.Errorf("a record held across Close changed: %w", err))
 						}
 						r.Release()
@@ -688,7 +689,7 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 						fail(fmt.Errorf("Read(%d): %w", off, err))
 						return
 					}
-					if err := a4Check(r, off); err != nil {
+					if err := sealEvictCheck(r, off); err != nil {
 						fail(err)
 					}
 					if len(held) < 4 {
@@ -710,29 +711,29 @@ func TestAttack4SealEvictCloseRaces(t *testing.T) {
 		if l.cfg.Maps.Mapped() != 0 {
 			t.Fatalf("round %d: the map cache counts %d segments after Close", round, l.cfg.Maps.Mapped())
 		}
-		if m := a4MappedLogs(t, dir); len(m) != 0 {
+		if m := mappedLogNames(t, dir); len(m) != 0 {
 			t.Fatalf("round %d: .log files mapped after Close: %v", round, m)
 		}
 		r := mustOpen(t, dir, opts)
 		if r.Next() < acked.Load() {
 			t.Fatalf("round %d: reopened with Next %d, below the %d acknowledged", round, r.Next(), acked.Load())
 		}
-		a4Reopen(t, r, dir, opts)
+		sealEvictReopen(t, r, dir, opts)
 	}
 	t.Logf("%d rounds", round)
 }
 
-// TestAttack4SealEvictFollower: a read-only log of the same directory
+// TestSealEvictFollowerKeepsUp: a read-only log of the same directory
 // follows the writer (ReadNext, waiting for each record) while the writer
 // rolls, its readers evict the segments it sealed, and a Sync now and
 // then syncs them; both keep one sealed segment mapped.
-func TestAttack4SealEvictFollower(t *testing.T) {
+func TestSealEvictFollowerKeepsUp(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, Sync: policy, SyncInterval: time.Millisecond}
 			l := mustOpen(t, dir, opts)
-			if err := a4Append(l); err != nil {
+			if err := sealEvictAppend(l); err != nil {
 				t.Fatal(err)
 			}
 			f := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
@@ -753,7 +754,7 @@ func TestAttack4SealEvictFollower(t *testing.T) {
 						errc <- fmt.Errorf("follower: ReadNext(%d): %w", off, err)
 						return
 					}
-					if err := a4Check(r, off); err != nil {
+					if err := sealEvictCheck(r, off); err != nil {
 						errc <- fmt.Errorf("follower: %w", err)
 						return
 					}
@@ -765,7 +766,7 @@ func TestAttack4SealEvictFollower(t *testing.T) {
 					off = next
 				}
 				for _, r := range held {
-					if err := a4Check(r, r.Offset); err != nil {
+					if err := sealEvictCheck(r, r.Offset); err != nil {
 						errc <- fmt.Errorf("follower: a held record changed: %w", err)
 						return
 					}
@@ -774,11 +775,11 @@ func TestAttack4SealEvictFollower(t *testing.T) {
 			}()
 			rng := rand.New(rand.NewPCG(3, 4))
 			for i := 1; i < total; i++ {
-				if err := a4Append(l); err != nil {
+				if err := sealEvictAppend(l); err != nil {
 					t.Fatal(err)
 				}
 				off := rng.Uint64N(l.Next())
-				checkRead(t, l, off, a4Size(off)) // maps old segments, evicting the others
+				checkRead(t, l, off, sealEvictSize(off)) // maps old segments, evicting the others
 				if i%40 == 0 {
 					if err := l.Sync(); err != nil {
 						t.Fatal(err)

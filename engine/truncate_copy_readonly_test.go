@@ -20,10 +20,10 @@ import (
 // still in the log. A reader must report the damage (ErrCorrupt), not a
 // drop (ErrTrimmed), and must not skip those records.
 
-// a10Damage flips a byte in the body of the record at off, in the file of
-// the segment based at base (the writer's mapping and every reader's see
-// it).
-func a10Damage(t *testing.T, dir string, base, off uint64) {
+// flipRecordBodyByte flips a byte in the body of the record at off, in the
+// file of the segment based at base (the writer's mapping and every
+// reader's see it).
+func flipRecordBodyByte(t *testing.T, dir string, base, off uint64) {
 	t.Helper()
 	p := filepath.Join(dir, segment.Name(base, segment.LogSuffix))
 	b, err := os.ReadFile(p)
@@ -44,7 +44,7 @@ func a10Damage(t *testing.T, dir string, base, off uint64) {
 	}
 }
 
-func TestAttack10TruncateCopyHidesDamage(t *testing.T) {
+func TestTruncateCopyKeepsDamageVisibleToReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
 	a6Fill(t, w, 4)
@@ -55,7 +55,7 @@ func TestAttack10TruncateCopyHidesDamage(t *testing.T) {
 	if cut >= s.Next() {
 		t.Fatalf("segment [%d, %d) too short", base, s.Next())
 	}
-	a10Damage(t, dir, base, bad)
+	flipRecordBodyByte(t, dir, base, bad)
 
 	// Records from base; the writer cuts the tail once the first record
 	// came.
@@ -110,8 +110,8 @@ func TestAttack10TruncateCopyHidesDamage(t *testing.T) {
 // map cache evicted it), whose tail the writer cuts (Truncate): the copy
 // below the cut is renamed over its name. ReadNext from the segment's
 // base gives every record below the cut.
-func TestAttack10TruncateEvictedReadNext(t *testing.T) {
-	r, base, cut := a10EvictedCut(t)
+func TestTruncateEvictedReadOnlyReadNextBelowCut(t *testing.T) {
+	r, base, cut := readOnlyEvictedCut(t)
 	for off := base; off < cut; {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		rec, next, err := r.ReadNext(ctx, off)
@@ -127,11 +127,11 @@ func TestAttack10TruncateEvictedReadNext(t *testing.T) {
 	}
 }
 
-// a10EvictedCut opens a read-only log of a six-segment log with one
+// readOnlyEvictedCut opens a read-only log of a six-segment log with one
 // mapping, reads every record (so segment 1 is mapped, then evicted), and
 // has the writer cut the tail inside segment 1. It returns the reader,
 // segment 1's base and the cut.
-func a10EvictedCut(t *testing.T) (r *Log, base, cut uint64) {
+func readOnlyEvictedCut(t *testing.T) (r *Log, base, cut uint64) {
 	t.Helper()
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})

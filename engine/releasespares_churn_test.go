@@ -13,21 +13,21 @@ import (
 	"time"
 )
 
-// a9Cfg is one configuration of the ReleaseSpares churn.
-type a9Cfg struct {
+// releaseChurnConfig is one configuration of the ReleaseSpares churn.
+type releaseChurnConfig struct {
 	name     string
 	opts     Options
 	truncate bool // the writer cuts now and then
 	drop     bool // a dropper calls DropBefore
 }
 
-func a9Configs() []a9Cfg {
+func releaseChurnConfigs() []releaseChurnConfig {
 	with := func(seg int64, f func(o *Options)) Options {
 		o := Options{SegmentBytes: seg}
 		f(&o)
 		return o
 	}
-	return []a9Cfg{
+	return []releaseChurnConfig{
 		{"none-recycle1", with(4<<10, func(o *Options) { o.RecycleSegments = 1 }), true, true},
 		{"none-recycle3-256k", with(256<<10, func(o *Options) { o.RecycleSegments = 3 }), true, true},
 		{"interval-recycle1-max1", with(16<<10, func(o *Options) {
@@ -44,8 +44,8 @@ func a9Configs() []a9Cfg {
 	}
 }
 
-// a9Files lists the names of dir that match pattern.
-func a9Files(t *testing.T, dir, pattern string) []string {
+// dirFilesMatching lists the names of dir that match pattern.
+func dirFilesMatching(t *testing.T, dir, pattern string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
@@ -57,22 +57,22 @@ func a9Files(t *testing.T, dir, pattern string) []string {
 	return m
 }
 
-// TestAttack9ReleaseSparesChurn: ReleaseSpares in a loop beside a writer
+// TestReleaseSparesBesideChurn: ReleaseSpares in a loop beside a writer
 // that rolls (and cuts), a dropper (with reuse), retention, syncs, and
 // readers that hold records of segments being dropped and check their
 // bytes again before letting them go. No read gives damage or another
 // record's bytes, no held record changes, the preparer prepares again
 // once the releases stop, Close leaves no spare file, descriptor or
 // mapping behind, and the log reopens whole.
-func TestAttack9ReleaseSparesChurn(t *testing.T) {
-	for _, c := range a9Configs() {
+func TestReleaseSparesBesideChurn(t *testing.T) {
+	for _, c := range releaseChurnConfigs() {
 		t.Run(c.name, func(t *testing.T) {
-			a9Churn(t, c, 15*time.Second)
+			releaseSparesChurn(t, c, 15*time.Second)
 		})
 	}
 }
 
-func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
+func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
 	var (
@@ -246,7 +246,7 @@ func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
 		if err := failure.get(); err != nil {
 			break
 		}
-		if len(a9Files(t, dir, "prepared.log")) > 0 {
+		if len(dirFilesMatching(t, dir, "prepared.log")) > 0 {
 			preparedSeen = true
 		}
 		if time.Now().After(deadline) {
@@ -261,7 +261,7 @@ func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
 	if !preparedSeen {
 		t.Errorf("no segment prepared in a minute of appends after the releases stopped (%d rolled, %d files released)", rolled.Load(), released.Load())
 	}
-	a4AwaitSeal(l)
+	awaitBackgroundSeal(l)
 	st := l.Stats()
 	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d reads, %d spare files released, %d segments made from kept files",
 		l.Next(), st.Segments, rolled.Load(), cuts.Load(), reads.Load(), released.Load(), st.Recycled)
@@ -318,11 +318,11 @@ func a9Churn(t *testing.T, c a9Cfg, d time.Duration) {
 	}
 }
 
-// TestAttack9ReleaseSparesAgainstClose: ReleaseSpares called at once
+// TestReleaseSparesRacingClose: ReleaseSpares called at once
 // with Close, again and again, on logs whose spare files are there (a
 // kept file and a prepared segment): after both return, no spare file,
 // descriptor or mapping of the log's is left, and the log reopens whole.
-func TestAttack9ReleaseSparesAgainstClose(t *testing.T) {
+func TestReleaseSparesRacingClose(t *testing.T) {
 	for _, policy := range []SyncPolicy{SyncNone, SyncInterval, SyncAlways} {
 		t.Run(fmt.Sprint(policy), func(t *testing.T) {
 			opts := Options{SegmentBytes: 8 << 10, RecycleSegments: 2, Sync: policy, SyncInterval: time.Millisecond}
@@ -383,18 +383,18 @@ func TestAttack9ReleaseSparesAgainstClose(t *testing.T) {
 	}
 }
 
-// TestAttack9ReleaseSparesReadOnlyAndClosed: a read-only log holds no
+// TestReleaseSparesReadOnlyLeavesWriterFiles: a read-only log holds no
 // spare files of its own; ReleaseSpares on it removes nothing of the
 // writer's (the kept file and the prepared segment stay, and the writer
 // rolls into them).
-func TestAttack9ReleaseSparesReadOnlyAndClosed(t *testing.T) {
+func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	a6Fill(t, w, 8)
 	if _, err := w.DropBefore((*w.segs.Load())[3].Base()); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); len(a9Files(t, dir, "prepared.log")) == 0 || len(a9Files(t, dir, recycledPrefix+"*")) == 0; {
+	for deadline := time.Now().Add(time.Minute); len(dirFilesMatching(t, dir, "prepared.log")) == 0 || len(dirFilesMatching(t, dir, recycledPrefix+"*")) == 0; {
 		if time.Now().After(deadline) {
 			t.Fatalf("no kept file and prepared segment together: %v", sparesIn(t, dir))
 		}
