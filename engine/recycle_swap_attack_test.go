@@ -279,7 +279,7 @@ func swapStorm(t *testing.T, segBytes int64, spare int) (swaps, reused int64) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", cycle, err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("cycle %d: Close left %v", cycle, left)
 		}
 	}
@@ -410,7 +410,7 @@ func TestRecycleSwapAttackPreparerHeld(t *testing.T) {
 				checkRead(t, l, off, size)
 			}
 			verifyHealthy(t, l, mode)
-			paCloseClean(t, l, "Close")
+			closeLeavesNothing(t, l, "Close")
 		})
 	}
 }
@@ -485,7 +485,7 @@ func TestRecycleSwapAttackCloseDuringSwap(t *testing.T) {
 			}
 			r.Release()
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("round %d: Close left %v", round, left)
 		}
 		l = mustOpen(t, dir, Options{})
@@ -589,7 +589,7 @@ func TestRecycleSwapAttackTamperedKeptFiles(t *testing.T) {
 	}
 	verifyHealthy(t, l, "after the tampering")
 	reused := l.Stats().Recycled
-	paCloseClean(t, l, "Close")
+	closeLeavesNothing(t, l, "Close")
 	l = mustOpen(t, dir, o)
 	for off := l.First(); off < l.Next(); off++ {
 		checkRead(t, l, off, size(off))
@@ -753,7 +753,7 @@ func TestRecycleSwapAttackFullDisk(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("spare %d: Close: %v", spare, err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("spare %d: Close left %v", spare, left)
 		}
 		l, err = Open(dir, o)
@@ -847,7 +847,7 @@ func TestRecycleSwapAttackKill(t *testing.T) {
 		if err != nil {
 			fail("Open after the kill: %v", err)
 		}
-		if left := paLeftoversAfterOpen(dir); len(left) > 0 {
+		if left := closedLeftoversAfterOpen(dir); len(left) > 0 {
 			_ = l.Close()
 			fail("left after the open: %v (notes %q)", left, l.Recovery().Notes)
 		}
@@ -877,7 +877,7 @@ func TestRecycleSwapAttackKill(t *testing.T) {
 		if err := l.Close(); err != nil {
 			fail("Close: %v", err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			fail("left after Close: %v", left)
 		}
 		start = next + 1
@@ -1087,5 +1087,5 @@ func TestRecycleSwapAttackReuseFailsBesideAnotherKept(t *testing.T) {
 	for off := l.First(); off < l.Next(); off++ {
 		checkRead(t, l, off, size)
 	}
-	paCloseClean(t, l, "Close")
+	closeLeavesNothing(t, l, "Close")
 }
