@@ -399,27 +399,25 @@ func TestNoParkedGoFiles(t *testing.T) {
 	}
 }
 
-// pendingRename lists the directories whose tests still carry names from
-// history; TestTestFilesNamedForBehaviour passes over them.
-var pendingRename = []string{"engine/"} // removed once engine's tests are renamed
-
 // TestTestFilesNamedForBehaviour: every test file of the repository (all
 // its modules) and every test, benchmark and fuzz target is named for the
 // behaviour it proves (CONTRIBUTING.md), never for the round or the probe
 // that found a bug: no *_test.go file with attack, regress or hostile in
 // its name, no Test/Benchmark/Fuzz function named Attack..., Regress...,
-// Hostile..., Probe... or holding Attack<n>.
+// Hostile..., Probe... or holding Attack<n>, and no function of a test
+// file carries a round's tag (a2Check, e10Walk).
 func TestTestFilesNamedForBehaviour(t *testing.T) {
 	badFile := regexp.MustCompile(`(?i)attack|regress|hostile`)
 	funcs := regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)\w*)\(`)
 	badFunc := regexp.MustCompile(`^(Test|Benchmark|Fuzz)(Attack|Regress|Hostile|Probe)|Attack[0-9]`)
+	tagged := regexp.MustCompile(`(?m)^func (?:\([^)]*\) )?([a-z]{1,2}[0-9]+[A-Z]\w*)\(`)
 	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel := filepath.ToSlash(path)
 		if d.IsDir() {
-			if d.Name() == ".git" || d.Name() == "testdata" || slices.Contains(pendingRename, rel+"/") {
+			if d.Name() == ".git" || d.Name() == "testdata" {
 				return filepath.SkipDir
 			}
 			return nil
@@ -438,6 +436,9 @@ func TestTestFilesNamedForBehaviour(t *testing.T) {
 			if name := string(m[1]); badFunc.MatchString(name) {
 				t.Errorf("%s: %s is named for history; name it for the behaviour it proves (Test<Area><Behaviour>)", rel, name)
 			}
+		}
+		for _, m := range tagged.FindAllSubmatch(src, -1) {
+			t.Errorf("%s: %s carries a round's tag; name it for what it does", rel, m[1])
 		}
 		return nil
 	})

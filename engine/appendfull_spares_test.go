@@ -18,7 +18,7 @@ func TestAppendOnFullDiskUsesSpareFiles(t *testing.T) {
 	dir := filepath.Join(fsdir, "log")
 	const segBytes = 256 << 10
 	l := mustOpen(t, dir, Options{SegmentBytes: segBytes, RecycleSegments: 3})
-	a6Fill(t, l, 6)
+	fillGenerationSegments(t, l, 6)
 	segs := *l.segs.Load()
 	if _, err := l.DropBefore(segs[3].Base()); err != nil {
 		t.Fatal(err)
@@ -33,13 +33,13 @@ func TestAppendOnFullDiskUsesSpareFiles(t *testing.T) {
 	from := l.Next()
 	var full error
 	for full == nil {
-		_, full = l.Append(a6Body(l.Next(), 0))
+		_, full = l.Append(generationBody(l.Next(), 0))
 	}
 	if !errors.Is(full, syscall.ENOSPC) {
 		t.Fatalf("appends on a full disk ended with %v, want ENOSPC", full)
 	}
 	n := l.Next() - from
-	bytes := n * uint64(len(a6Body(from, 0)))
+	bytes := n * uint64(len(generationBody(from, 0)))
 	t.Logf("spare files before the disk filled: %v; %d appends, %d bytes, after", spares, n, bytes)
 	if hasRecycled(t, dir) {
 		t.Fatalf("an append failed with ENOSPC while the log kept a dropped file for reuse: %v", sparesIn(t, dir))
@@ -47,5 +47,5 @@ func TestAppendOnFullDiskUsesSpareFiles(t *testing.T) {
 	if bytes < segBytes {
 		t.Fatalf("%d appends after the disk filled: the space of the kept files (%d bytes each) was not used", n, segBytes)
 	}
-	a6CheckFrom(t, l, l.First())
+	checkGenerationRecordsFrom(t, l, l.First())
 }

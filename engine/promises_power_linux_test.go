@@ -281,7 +281,7 @@ func TestPowerLossBeforeIndexFilesNamed(t *testing.T) {
 			for l.active.End() < l.cfg.SegmentBytes/2+1024 {
 				appendOne()
 			}
-			paWaitOffered(pc.t, l)
+			waitPreparedOffered(pc.t, l)
 			base := l.active.Base()
 			for l.active.Base() == base {
 				appendOne()

@@ -16,7 +16,7 @@ import (
 func TestReadOnlyUnmappedSegmentsDropped(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 8)
+	fillGenerationSegments(t, w, 8)
 	r := mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
 	segs := *r.segs.Load()
 	first, end := segs[3].Base(), r.Next()
@@ -43,7 +43,7 @@ func TestReadOnlyUnmappedSegmentsDropped(t *testing.T) {
 			}
 			want++
 		}
-		if err := a6Valid(rec, rec.Offset); err != nil {
+		if err := checkGenerationBody(rec, rec.Offset); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,7 +83,7 @@ func TestReadOnlyUnmappedSegmentsDropped(t *testing.T) {
 func TestReadOnlyDroppedSegmentDamageIsTrimmedRange(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 5)
+	fillGenerationSegments(t, w, 5)
 	r := mustOpenRO(t, dir, Options{})
 	segs := *r.segs.Load()
 	s := segs[1]
@@ -100,7 +100,7 @@ func TestReadOnlyDroppedSegmentDamageIsTrimmedRange(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Read(%d) from the mapping of a dropped segment: %v", off, err)
 			}
-			if err := a6Valid(rec, off); err != nil {
+			if err := checkGenerationBody(rec, off); err != nil {
 				t.Fatal(err)
 			}
 			rec.Release()

@@ -15,7 +15,7 @@ import (
 func TestReadOnlyDamageBesideTruncateCopy(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 4)
+	fillGenerationSegments(t, w, 4)
 	r := mustOpenRO(t, dir, Options{})
 	s := (*r.segs.Load())[1]
 	bad, cut := s.Base()+2, s.Base()+6
@@ -27,7 +27,7 @@ func TestReadOnlyDamageBesideTruncateCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(b, a6Body(bad, 0))
+	i := bytes.Index(b, generationBody(bad, 0))
 	if i < 0 {
 		t.Fatalf("the body of record %d is not in %s", bad, s.Path())
 	}

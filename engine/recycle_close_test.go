@@ -85,7 +85,7 @@ func TestRecycleCloseRacingDropsLeavesNoFiles(t *testing.T) {
 		}
 		held = nil
 		mu.Unlock()
-		if left := a2IndexOrphans(t, dir); len(left) > 0 {
+		if left := orphanIndexFiles(t, dir); len(left) > 0 {
 			t.Fatalf("round %d: left after Close and the last Release: %q", rounds, left)
 		}
 		l = mustOpen(t, dir, opts)
@@ -149,7 +149,7 @@ func TestRecycleCloseOnFullDiskWithThreeKept(t *testing.T) {
 		t.Fatalf("the held record after Close: offset %d, %d bytes", held.Offset, len(held.Body))
 	}
 	held.Release()
-	if left := a2IndexOrphans(t, dir); len(left) > 0 {
+	if left := orphanIndexFiles(t, dir); len(left) > 0 {
 		t.Fatalf("left after Close and the last Release: %q", left)
 	}
 	if err := os.Truncate(ballast, 0); err != nil {

@@ -280,7 +280,7 @@ func swapStorm(t *testing.T, segBytes int64, spare int) (swaps, reused int64) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", cycle, err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("cycle %d: Close left %v", cycle, left)
 		}
 	}
@@ -411,7 +411,7 @@ func TestRecycleSwapHeldPreparerGivesWayToKeptFile(t *testing.T) {
 				checkRead(t, l, off, size)
 			}
 			verifyHealthy(t, l, mode)
-			paCloseClean(t, l, "Close")
+			closeLeavesNothing(t, l, "Close")
 		})
 	}
 }
@@ -486,7 +486,7 @@ func TestRecycleSwapCloseWaitsForPreparer(t *testing.T) {
 			}
 			r.Release()
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("round %d: Close left %v", round, left)
 		}
 		l = mustOpen(t, dir, Options{})
@@ -590,7 +590,7 @@ func TestRecycleSwapTamperedKeptFilesReplacedOrZeroed(t *testing.T) {
 	}
 	verifyHealthy(t, l, "after the tampering")
 	reused := l.Stats().Recycled
-	paCloseClean(t, l, "Close")
+	closeLeavesNothing(t, l, "Close")
 	l = mustOpen(t, dir, o)
 	for off := l.First(); off < l.Next(); off++ {
 		checkRead(t, l, off, size(off))
@@ -754,7 +754,7 @@ func TestRecycleSwapFullDiskAppendsResume(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatalf("spare %d: Close: %v", spare, err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("spare %d: Close left %v", spare, left)
 		}
 		l, err = Open(dir, o)
@@ -848,7 +848,7 @@ func TestRecycleSwapKillRecoversAcknowledged(t *testing.T) {
 		if err != nil {
 			fail("Open after the kill: %v", err)
 		}
-		if left := paLeftoversAfterOpen(dir); len(left) > 0 {
+		if left := closedLeftoversAfterOpen(dir); len(left) > 0 {
 			_ = l.Close()
 			fail("left after the open: %v (notes %q)", left, l.Recovery().Notes)
 		}
@@ -878,7 +878,7 @@ func TestRecycleSwapKillRecoversAcknowledged(t *testing.T) {
 		if err := l.Close(); err != nil {
 			fail("Close: %v", err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			fail("left after Close: %v", left)
 		}
 		start = next + 1
@@ -1089,5 +1089,5 @@ func TestRecycleSwapFailedReuseGivesWayToOtherKept(t *testing.T) {
 	for off := l.First(); off < l.Next(); off++ {
 		checkRead(t, l, off, size)
 	}
-	paCloseClean(t, l, "Close")
+	closeLeavesNothing(t, l, "Close")
 }

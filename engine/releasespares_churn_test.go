@@ -94,7 +94,7 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 		}()
 	}
 	body := func(off uint64, g uint32) []byte {
-		b := a6Body(off, g)
+		b := generationBody(off, g)
 		if c.opts.SegmentBytes > 64<<10 {
 			b = append(b, make([]byte, 2000)...) // bigger records: the 256 KiB segments roll too
 			for i := len(b) - 2000; i < len(b); i++ {
@@ -115,7 +115,7 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 			}
 			r.Body = r.Body[:len(r.Body)-2000]
 		}
-		return a6Valid(r, off)
+		return checkGenerationBody(r, off)
 	}
 	// The writer.
 	run(&wg, func(rng *rand.Rand) {
@@ -200,7 +200,7 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 				off := first + rng.Uint64N(min(next-first, 40))
 				r, err := l.Read(off)
 				if err != nil {
-					if !a6ReadErr(err) {
+					if !dropReadErrOK(err) {
 						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
 						return
 					}
@@ -282,9 +282,9 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 		t.Errorf("spare files after Close: %v", left)
 	}
 	if n := openFDs(t, dir); n != 0 {
-		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
 	}
-	if n := a3Mappings(t, dir); n != 0 {
+	if n := countDirMappings(t, dir); n != 0 {
 		t.Errorf("after Close: %d mappings of the log's files", n)
 	}
 	opts := c.opts
@@ -329,14 +329,14 @@ func TestReleaseSparesRacingClose(t *testing.T) {
 			dir := t.TempDir()
 			for round := range 40 {
 				l := mustOpen(t, dir, opts)
-				a6Fill(t, l, len(*l.segs.Load())+4)
+				fillGenerationSegments(t, l, len(*l.segs.Load())+4)
 				segs := *l.segs.Load()
 				if _, err := l.DropBefore(segs[len(segs)-2].Base()); err != nil {
 					t.Fatal(err)
 				}
 				// Past half of the active segment: the preparer is kicked.
 				for l.active.End() < opts.SegmentBytes*3/4 {
-					if _, err := l.Append(a6Body(l.Next(), 0)); err != nil {
+					if _, err := l.Append(generationBody(l.Next(), 0)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -362,9 +362,9 @@ func TestReleaseSparesRacingClose(t *testing.T) {
 					t.Fatalf("round %d: spare files after Close and ReleaseSpares (%d released): %v", round, n, left)
 				}
 				if fds := openFDs(t, dir); fds != 0 {
-					t.Fatalf("round %d: %d descriptors open on the log's files:\n%s", round, fds, a6FDList(dir))
+					t.Fatalf("round %d: %d descriptors open on the log's files:\n%s", round, fds, dirDescriptors(dir))
 				}
-				if m := a3Mappings(t, dir); m != 0 {
+				if m := countDirMappings(t, dir); m != 0 {
 					t.Fatalf("round %d: %d mappings of the log's files", round, m)
 				}
 				r := mustOpen(t, dir, opts)
@@ -374,7 +374,7 @@ func TestReleaseSparesRacingClose(t *testing.T) {
 				if len(r.Recovery().Notes) > 0 {
 					t.Fatalf("round %d: reopened with notes %q", round, r.Recovery().Notes)
 				}
-				a6CheckFrom(t, r, r.First())
+				checkGenerationRecordsFrom(t, r, r.First())
 				if err := r.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -390,7 +390,7 @@ func TestReleaseSparesRacingClose(t *testing.T) {
 func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 8)
+	fillGenerationSegments(t, w, 8)
 	if _, err := w.DropBefore((*w.segs.Load())[3].Base()); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no kept file and prepared segment together: %v", sparesIn(t, dir))
 		}
-		if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+		if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
 			t.Fatal(err)
 		}
 		if len(*w.segs.Load()) > 7 {
@@ -428,8 +428,8 @@ func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 		t.Fatalf("ReleaseSpares on a closed read-only log: %d", n)
 	}
 	first := w.First()
-	a6Fill(t, w, len(*w.segs.Load())+3)
-	a6CheckFrom(t, w, first)
+	fillGenerationSegments(t, w, len(*w.segs.Load())+3)
+	checkGenerationRecordsFrom(t, w, first)
 	if st := w.Stats(); st.Recycled == 0 {
 		t.Errorf("no segment made from a kept file: %+v", st)
 	}

@@ -48,7 +48,7 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 			)
 			fail := func(err error) { failure.set(err); stop.Store(true) }
 			body := func(off uint64) []byte {
-				b := a6Body(off, 0)
+				b := generationBody(off, 0)
 				return append(b, make([]byte, 1500)...)
 			}
 			valid := func(r Record, off uint64) error {
@@ -56,7 +56,7 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 					return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
 				}
 				r.Body = r.Body[:len(r.Body)-1500]
-				return a6Valid(r, off)
+				return checkGenerationBody(r, off)
 			}
 			wg.Add(1)
 			go func() { // the writer
@@ -123,7 +123,7 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 						off := first + rng.Uint64N(min(next-first, 50))
 						r, err := l.Read(off)
 						if err != nil {
-							if !a6ReadErr(err) {
+							if !dropReadErrOK(err) {
 								fail(fmt.Errorf("Read(%d): %w", off, err))
 								return
 							}
@@ -174,11 +174,11 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 				t.Errorf("spare files after Close: %v", left)
 			}
 			if n := openFDs(t, dir); n != 0 {
-				t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
+				t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
 			}
 			// The segments' .log files (the index mappings of segments
-			// whose creation failed on the full disk have a test of
-			// their own: a failed create unmaps its offset index).
+			// whose creation failed on the full disk are
+			// TestRollFailedCreateUnmapsOffsetIndex's).
 			if n := mappedLogFiles(t, dir); n != 0 {
 				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, mapsLinesOf(dir))
 			}

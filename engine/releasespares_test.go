@@ -31,7 +31,7 @@ func sparesIn(t *testing.T, dir string) []string {
 func TestReleaseSpares(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 3})
-	a6Fill(t, l, 8)
+	fillGenerationSegments(t, l, 8)
 	if _, err := l.DropBefore((*l.segs.Load())[4].Base()); err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +56,8 @@ func TestReleaseSpares(t *testing.T) {
 		n += l.ReleaseSpares()
 	}
 	first := l.First()
-	a6Fill(t, l, len(*l.segs.Load())+6)
-	a6CheckFrom(t, l, first)
+	fillGenerationSegments(t, l, len(*l.segs.Load())+6)
+	checkGenerationRecordsFrom(t, l, first)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestReleaseSparesBesideRolls(t *testing.T) {
 	deadline := time.Now().Add(500 * time.Millisecond)
 	for i := 0; time.Now().Before(deadline) || i < 2000; i++ {
 		off := l.Next()
-		if _, err := l.Append(a6Body(off, 0)); err != nil {
+		if _, err := l.Append(generationBody(off, 0)); err != nil {
 			t.Fatalf("Append(%d): %v", off, err)
 		}
 		if i%100 == 99 {
@@ -114,5 +114,5 @@ func TestReleaseSparesBesideRolls(t *testing.T) {
 	if r.Next() != next {
 		t.Fatalf("reopened at %d, want %d", r.Next(), next)
 	}
-	a6CheckFrom(t, r, r.First())
+	checkGenerationRecordsFrom(t, r, r.First())
 }

@@ -227,7 +227,7 @@ func rollOntoPrepared(t *testing.T, l *Log) ([]int, uint64) {
 	for l.active.End() < l.cfg.SegmentBytes/2+2000 {
 		sizes = append(sizes, appendN(t, l, 1, size)...)
 	}
-	paWaitOffered(t, l)
+	waitPreparedOffered(t, l)
 	base := l.active.Base()
 	for l.active.Base() == base {
 		sizes = append(sizes, appendN(t, l, 1, size)...)
@@ -321,17 +321,17 @@ func TestRollAppendsBeforeIndexFilesNamed(t *testing.T) {
 	checkAll(t, l2, 0, sizes)
 }
 
-// paPrepared returns the segment on offer to the next roll.
-func paPrepared(l *Log) *segment.Segment {
+// preparedSegment returns the segment on offer to the next roll.
+func preparedSegment(l *Log) *segment.Segment {
 	l.rolls.mu.Lock()
 	defer l.rolls.mu.Unlock()
 	return l.rolls.prepared
 }
 
-// paWaitOffered waits until the preparer offers a segment.
-func paWaitOffered(t *testing.T, l *Log) {
+// waitPreparedOffered waits until the preparer offers a segment.
+func waitPreparedOffered(t *testing.T, l *Log) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); paPrepared(l) == nil; runtime.Gosched() {
+	for deadline := time.Now().Add(time.Minute); preparedSegment(l) == nil; runtime.Gosched() {
 		if time.Now().After(deadline) {
 			t.Fatal("no segment was offered in a minute past half of the active one")
 		}

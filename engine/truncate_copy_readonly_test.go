@@ -30,7 +30,7 @@ func flipRecordBodyByte(t *testing.T, dir string, base, off uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(b, a6Body(off, 0))
+	i := bytes.Index(b, generationBody(off, 0))
 	if i < 0 {
 		t.Fatalf("the body of record %d is not in %s", off, p)
 	}
@@ -47,7 +47,7 @@ func flipRecordBodyByte(t *testing.T, dir string, base, off uint64) {
 func TestTruncateCopyKeepsDamageVisibleToReadOnly(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 4)
+	fillGenerationSegments(t, w, 4)
 	r := mustOpenRO(t, dir, Options{})
 	s := (*r.segs.Load())[1]
 	base := s.Base()
@@ -135,7 +135,7 @@ func readOnlyEvictedCut(t *testing.T) (r *Log, base, cut uint64) {
 	t.Helper()
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10})
-	a6Fill(t, w, 6)
+	fillGenerationSegments(t, w, 6)
 	r = mustOpenRO(t, dir, Options{MaxMappedSegments: 1})
 	for off := r.First(); off < r.Next(); off++ {
 		rec, err := r.Read(off)

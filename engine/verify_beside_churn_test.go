@@ -17,7 +17,7 @@ import (
 func TestVerifyReportsDamageBesideReuse(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 30)
+	fillGenerationSegments(t, w, 30)
 	segs := *w.segs.Load()
 	victim := segs[len(segs)-3] // sealed, and never dropped below
 	bad := victim.Base() + 2
@@ -60,7 +60,7 @@ func TestVerifyReportsDamageBesideReuse(t *testing.T) {
 					return
 				}
 				for deadline := time.Now().Add(time.Minute); w.Stats().Recycled < before+1 && time.Now().Before(deadline); {
-					if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+					if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 						t.Error(err)
 						return
 					}
@@ -105,7 +105,7 @@ func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 		t.Run(fmt.Sprint(maxMapped), func(t *testing.T) {
 			dir := t.TempDir()
 			w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-			a6Fill(t, w, 8)
+			fillGenerationSegments(t, w, 8)
 			var stop atomic.Bool
 			var failure firstError
 			var wg sync.WaitGroup
@@ -113,7 +113,7 @@ func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; !stop.Load(); i++ {
-					if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+					if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
 						failure.set(err)
 						return
 					}
@@ -165,7 +165,7 @@ func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 func TestVerifySameReadOnlyBesideChurn(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 8)
+	fillGenerationSegments(t, w, 8)
 	ro := mustOpenRO(t, dir, Options{})
 	var stop atomic.Bool
 	var failure firstError
@@ -174,7 +174,7 @@ func TestVerifySameReadOnlyBesideChurn(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := 0; !stop.Load(); i++ {
-			if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+			if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
 				failure.set(err)
 				return
 			}

@@ -18,7 +18,7 @@ func recycledUnderReader(t *testing.T) (r *Log, segs []*segment.Segment, drop fu
 	t.Helper()
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 6)
+	fillGenerationSegments(t, w, 6)
 	r = mustOpenRO(t, dir, Options{})
 	segs = *r.segs.Load()
 	if !segs[1].Acquire() {
@@ -34,7 +34,7 @@ func recycledUnderReader(t *testing.T) (r *Log, segs []*segment.Segment, drop fu
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}
-			if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+			if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -96,7 +96,7 @@ func TestReadOnlyReadsBesideRecycledDrop(t *testing.T) {
 		case rec.Offset != want:
 			t.Fatalf("Records: record %d, want %d", rec.Offset, want)
 		default:
-			if err := a6Valid(rec, rec.Offset); err != nil {
+			if err := checkGenerationBody(rec, rec.Offset); err != nil {
 				t.Fatal(err)
 			}
 			want++

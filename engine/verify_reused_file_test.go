@@ -31,7 +31,7 @@ func reuseReadOnlyVictim(t *testing.T, w *Log, victim *segment.Segment, keep uin
 		if time.Now().After(deadline) {
 			t.Fatalf("the victim's file was never reused: %+v", w.Stats())
 		}
-		if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+		if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -46,7 +46,7 @@ func reuseReadOnlyVictim(t *testing.T, w *Log, victim *segment.Segment, keep uin
 func TestVerifyTwiceBesideReusedFile(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 6)
+	fillGenerationSegments(t, w, 6)
 	r := mustOpenRO(t, dir, Options{})
 	segs := *r.segs.Load()
 	reuseReadOnlyVictim(t, w, segs[1], segs[2].Base())
@@ -61,7 +61,7 @@ func TestVerifyTwiceBesideReusedFile(t *testing.T) {
 		}
 	}
 	// The writer's own view, and a fresh read-only one, agree.
-	a6CheckFrom(t, w, w.First())
+	checkGenerationRecordsFrom(t, w, w.First())
 	if rep, err := mustOpenRO(t, dir, Options{}).Verify(nil); err != nil || !rep.Healthy() {
 		t.Fatalf("a new read-only Verify: %+v, %v", rep, err)
 	}
@@ -74,7 +74,7 @@ func TestVerifyTwiceBesideReusedFile(t *testing.T) {
 func TestVerifyAfterReadOfReusedFile(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
-	a6Fill(t, w, 6)
+	fillGenerationSegments(t, w, 6)
 	r := mustOpenRO(t, dir, Options{})
 	segs := *r.segs.Load()
 	victim := segs[1]
@@ -82,7 +82,7 @@ func TestVerifyAfterReadOfReusedFile(t *testing.T) {
 	rec, err := r.Read(victim.Base() + 1)
 	t.Logf("Read(%d) of the dropped, reused segment: %v", victim.Base()+1, err)
 	if err == nil {
-		if verr := a6Valid(rec, victim.Base()+1); verr != nil {
+		if verr := checkGenerationBody(rec, victim.Base()+1); verr != nil {
 			t.Errorf("a read of a dropped segment returned another record's bytes: %v", verr)
 		}
 		rec.Release()

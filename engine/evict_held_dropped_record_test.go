@@ -5,13 +5,13 @@ import (
 	"testing"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// A record held past its segment's drop, with MaxMappedSegments: once the
-// log let go of the segment, the holder's reference is its only one, and
-// the map cache takes that for "only the log holds it": a mapping of
-// another segment evicts it and unmaps the record's bytes (SIGSEGV on
-// the read of r.Body below).
-func TestRegressEvictionUnmapsHeldRecordOfDroppedSegment(t *testing.T) {
+// TestEvictKeepsHeldRecordOfDroppedSegment: a record held past its
+// segment's drop, with MaxMappedSegments, keeps its bytes while other
+// segments are mapped. Once the log let go of the segment, the holder's
+// reference is its only one; the map cache must not take that for "only
+// the log holds it" and evict the segment, which would unmap the record's
+// bytes (SIGSEGV on the read of r.Body below).
+func TestEvictKeepsHeldRecordOfDroppedSegment(t *testing.T) {
 	l := reopenOneMapped(t, 200)
 	segs := *l.segs.Load()
 	r, err := l.Read(0)

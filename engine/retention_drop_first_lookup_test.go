@@ -13,9 +13,9 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a2RemoveIndexes removes the index files of every sealed segment of the
+// removeSealedIndexFiles removes the index files of every sealed segment of the
 // log in dir: a reader's first lookup of each one rebuilds its index.
-func a2RemoveIndexes(t *testing.T, dir string) {
+func removeSealedIndexFiles(t *testing.T, dir string) {
 	t.Helper()
 	bases, err := listSegments(dir)
 	if err != nil {
@@ -30,9 +30,9 @@ func a2RemoveIndexes(t *testing.T, dir string) {
 	}
 }
 
-// a2IndexOrphans returns the index files in dir whose segment's .log is
+// orphanIndexFiles returns the index files in dir whose segment's .log is
 // not there, and the recycled-* and prepared.* files.
-func a2IndexOrphans(t *testing.T, dir string) []string {
+func orphanIndexFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -56,14 +56,14 @@ func a2IndexOrphans(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestAttack2DropRacesFirstLookup: a log reopened with many sealed
+// TestDropRacingFirstIndexLookupLeavesNoFiles: a log reopened with many sealed
 // segments mapped lazily (at their first use), none of them with its
 // index files: readers' first lookups rebuild the indexes (Read,
 // OffsetForTime, Records) while DropBefore, retention, Truncate and
 // appends run, and Close at the end. No index file of a dropped or cut
 // segment may be left, nor a recycled or prepared file; the reopen is
 // clean with no note, and every record reads back.
-func TestAttack2DropRacesFirstLookup(t *testing.T) {
+func TestDropRacingFirstIndexLookupLeavesNoFiles(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	round := 0
 	defer func() { t.Logf("%d rounds", round) }()
@@ -76,10 +76,10 @@ func TestAttack2DropRacesFirstLookup(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		a2RemoveIndexes(t, dir)
+		removeSealedIndexFiles(t, dir)
 		// Segments are mapped on first use and evicted (a dropped
 		// segment a reader still holds is not: its mapping is the
-		// reader's; TestRegressEvictionUnmapsHeldRecordOfDroppedSegment).
+		// reader's; TestEvictKeepsHeldRecordOfDroppedSegment).
 		opts.MaxMappedSegments = 1 + round%3
 		opts.RecycleSegments = round % 3
 		if round%4 == 3 {
@@ -193,7 +193,7 @@ func TestAttack2DropRacesFirstLookup(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		default:
 		}
-		if left := a2IndexOrphans(t, dir); len(left) > 0 {
+		if left := orphanIndexFiles(t, dir); len(left) > 0 {
 			t.Fatalf("round %d: left after Close: %q", round, left)
 		}
 		l = mustOpen(t, dir, Options{SegmentBytes: 2048, IndexIntervalBytes: 128})

@@ -12,9 +12,12 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// Attacks on the polling prefaulter (it looks on its own while the writer
-// moves, parks once it stops, and is kicked only when parked) and on its
-// faulting in of the index files' pages.
+// The polling prefaulter looks on its own while the writer moves, parks
+// once it stops, and is kicked only when parked; it also faults in the
+// index files' pages. These tests drive it through bursts and pauses
+// around its poll interval, rolls, cuts, drops, Close and reuse of dropped
+// files: it must catch up and park, never leave a goroutine behind, and
+// never change an index entry it touches.
 
 // prefaultCaughtUp reports whether the prefaulter has filled the active
 // segment to within a step of its reach, as TestPrefaulterParksAndWakes
@@ -51,7 +54,7 @@ func waitCaughtUp(t *testing.T, l *Log, what string) time.Duration {
 // active segment, and once the writer stops it parks (never polls at all
 // under SyncAlways, whose appends go in with pwrite and have no
 // prefaulter). Every record still reads and Verify finds nothing.
-func TestPrefaultAttackBursts(t *testing.T) {
+func TestPrefaultCatchesUpAfterBursts(t *testing.T) {
 	const size = 1000
 	for _, c := range []struct {
 		name string
@@ -110,7 +113,7 @@ func TestPrefaultAttackBursts(t *testing.T) {
 // hang), no goroutine is left behind, and each reopen trusts the index.
 // How long a Close takes is logged, not asserted: on a loaded machine its
 // syncs alone can take seconds.
-func TestPrefaultAttackCloseWhilePolling(t *testing.T) {
+func TestPrefaultCloseWhilePolling(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 2 << 20, IndexIntervalBytes: 64}
 	before := runtime.NumGoroutine()
@@ -159,7 +162,7 @@ func TestPrefaultAttackCloseWhilePolling(t *testing.T) {
 
 // Fifty logs, each with a short burst past a few marks and a roll: every
 // prefaulter catches up and then parks.
-func TestPrefaultAttackManyLogsPark(t *testing.T) {
+func TestPrefaultManyLogsPark(t *testing.T) {
 	logs := make([]*Log, 50)
 	for i := range logs {
 		logs[i] = mustOpen(t, t.TempDir(), Options{SegmentBytes: 256 << 10})
@@ -182,7 +185,7 @@ func TestPrefaultAttackManyLogsPark(t *testing.T) {
 // few: no entry is changed. The index files hold the sparse rule's
 // entries, OffsetForTime answers to the record, Verify finds nothing, and
 // reopens after a close and after a crash trust the index.
-func TestPrefaultAttackIndexEntries(t *testing.T) {
+func TestPrefaultKeepsIndexEntries(t *testing.T) {
 	for _, interval := range []int{1, 64} {
 		for _, segBytes := range []int64{64 << 10, 1 << 20} {
 			t.Run(fmt.Sprintf("interval%d-seg%d", interval, segBytes), func(t *testing.T) {
@@ -244,7 +247,7 @@ func TestPrefaultAttackIndexEntries(t *testing.T) {
 }
 
 // Segments made from dropped files get their index pages faulted in too.
-func TestPrefaultAttackRecycledIndexResident(t *testing.T) {
+func TestPrefaultRecycledIndexResident(t *testing.T) {
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

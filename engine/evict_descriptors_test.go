@@ -25,10 +25,10 @@ import (
 // one or two sealed segments kept mapped, and count the descriptors the
 // log holds.
 
-// a6Body is the body of the record at off appended in generation gen: the
+// generationBody is the body of the record at off appended in generation gen: the
 // offset, the generation, then bytes derived from both, so that any body
 // tells whether it is whole and whose it is.
-func a6Body(off uint64, gen uint32) []byte {
+func generationBody(off uint64, gen uint32) []byte {
 	n := 12 + int((off*7919+uint64(gen)*31)%420)
 	b := make([]byte, n)
 	binary.BigEndian.PutUint64(b, off)
@@ -39,9 +39,9 @@ func a6Body(off uint64, gen uint32) []byte {
 	return b
 }
 
-// a6Valid reports what is wrong with a record read at off: its body must
-// be a6Body(off, gen) for the generation it names.
-func a6Valid(r Record, off uint64) error {
+// checkGenerationBody reports what is wrong with a record read at off: its body must
+// be generationBody(off, gen) for the generation it names.
+func checkGenerationBody(r Record, off uint64) error {
 	if r.Offset != off {
 		return fmt.Errorf("record at %d says offset %d", off, r.Offset)
 	}
@@ -49,30 +49,30 @@ func a6Valid(r Record, off uint64) error {
 		return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
 	}
 	gen := binary.BigEndian.Uint32(r.Body[8:])
-	if want := a6Body(off, gen); string(r.Body) != string(want) {
+	if want := generationBody(off, gen); string(r.Body) != string(want) {
 		return fmt.Errorf("record at %d: %d bytes that are not a record appended there (generation %d: %d bytes)", off, len(r.Body), gen, len(want))
 	}
 	return nil
 }
 
-// a6ReadErr reports whether err is one a read beside drops and cuts may
+// dropReadErrOK reports whether err is one a read beside drops and cuts may
 // give: not found (trimmed, cut) or closed, never damage.
-func a6ReadErr(err error) bool {
+func dropReadErrOK(err error) bool {
 	return (errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed)) && !errors.Is(err, ErrCorrupt)
 }
 
-// a6Cfg is one configuration of the churn test.
-type a6Cfg struct {
+// evictChurnConfig is one configuration of the churn test.
+type evictChurnConfig struct {
 	name     string
 	opts     Options
 	truncate bool // the writer cuts now and then
 	drop     bool // a dropper calls DropBefore
 }
 
-func a6Configs() []a6Cfg {
+func evictChurnConfigs() []evictChurnConfig {
 	base := Options{SegmentBytes: 4 << 10}
 	with := func(f func(o *Options)) Options { o := base; f(&o); return o }
-	return []a6Cfg{
+	return []evictChurnConfig{
 		{"none-max1", with(func(o *Options) { o.MaxMappedSegments = 1 }), true, true},
 		{"none-max1-recycle", with(func(o *Options) { o.MaxMappedSegments = 1; o.RecycleSegments = 2 }), true, true},
 		{"interval-max2-recycle", with(func(o *Options) {
@@ -90,29 +90,29 @@ func a6Configs() []a6Cfg {
 	}
 }
 
-// a6FDBound is how many descriptors on the log's files a quiet log may
+// quietDescriptorBound is how many descriptors on the log's files a quiet log may
 // hold: three for each of the active and prepared segments, the lock,
 // and one for each sealed segment kept mapped (as
 // TestBoundedMappingsSealedInProcess counts), and slack for the
 // notification file and a Truncate's copy.
-func a6FDBound(opts Options) int { return 7 + opts.MaxMappedSegments + 3 }
+func quietDescriptorBound(opts Options) int { return 7 + opts.MaxMappedSegments + 3 }
 
-// TestAttack6FDEvictChurn: a writer rolls 4 KiB segments (and cuts), a
+// TestEvictDescriptorsBoundedUnderChurn: a writer rolls 4 KiB segments (and cuts), a
 // dropper drops (with reuse), a syncer syncs, and readers read random
 // offsets (holding some records for a while), iterate, and follow with
 // ReadNext, while one or two sealed segments stay mapped. No read gives
 // damage or another record's bytes, no sync fails, the descriptors stay
 // bounded while hundreds of segments are rolled, and the log reopens with
 // every record.
-func TestAttack6FDEvictChurn(t *testing.T) {
-	for _, c := range a6Configs() {
+func TestEvictDescriptorsBoundedUnderChurn(t *testing.T) {
+	for _, c := range evictChurnConfigs() {
 		t.Run(c.name, func(t *testing.T) {
-			a6Churn(t, c, 20*time.Second)
+			runEvictChurn(t, c, 20*time.Second)
 		})
 	}
 }
 
-func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
+func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
 	var (
@@ -142,7 +142,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 			off := l.Next()
 			bodies := make([][]byte, 1+rng.IntN(30))
 			for i := range bodies {
-				bodies[i] = a6Body(off+uint64(i), gen.Load())
+				bodies[i] = generationBody(off+uint64(i), gen.Load())
 			}
 			got, n, err := l.AppendBatch(bodies, nil)
 			if err != nil {
@@ -214,14 +214,14 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 				off := first + rng.Uint64N(next-first)
 				r, err := l.Read(off)
 				if err != nil {
-					if !a6ReadErr(err) {
+					if !dropReadErrOK(err) {
 						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
 						return
 					}
 					continue
 				}
 				reads.Add(1)
-				if err := a6Valid(r, off); err != nil {
+				if err := checkGenerationBody(r, off); err != nil {
 					r.Release()
 					fail(fmt.Errorf("Read: %w", err))
 					return
@@ -229,7 +229,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 				kept = append(kept, r)
 				if len(kept) > 3 || rng.IntN(3) == 0 {
 					k := rng.IntN(len(kept))
-					if err := a6Valid(kept[k], kept[k].Offset); err != nil {
+					if err := checkGenerationBody(kept[k], kept[k].Offset); err != nil {
 						fail(fmt.Errorf("a held record changed: %w", err))
 						return
 					}
@@ -247,7 +247,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 			n := 0
 			for r, err := range l.Records(from) {
 				if err != nil {
-					if !a6ReadErr(err) {
+					if !dropReadErrOK(err) {
 						fail(fmt.Errorf("Records(%d): %w", from, err))
 						return
 					}
@@ -256,7 +256,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 					}
 					break
 				}
-				if err := a6Valid(r, r.Offset); err != nil {
+				if err := checkGenerationBody(r, r.Offset); err != nil {
 					fail(fmt.Errorf("Records(%d): %w", from, err))
 					return
 				}
@@ -275,14 +275,14 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 			cancel()
 			switch {
 			case err == nil:
-				if verr := a6Valid(r, off); verr != nil {
+				if verr := checkGenerationBody(r, off); verr != nil {
 					r.Release()
 					fail(fmt.Errorf("ReadNext: %w", verr))
 					return
 				}
 				r.Release()
 			case errors.Is(err, context.DeadlineExceeded):
-			case a6ReadErr(err):
+			case dropReadErrOK(err):
 			default:
 				fail(fmt.Errorf("ReadNext(%d): %w", off, err))
 				return
@@ -296,7 +296,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 	// The descriptors on the log's files: bounded, whatever the number of
 	// segments rolled. Readers hold up to 4 records each (3 readers), the
 	// iterator and the follower one each, a sync one and a Truncate two.
-	bound := a6FDBound(c.opts) + 3*4 + 2 + 3 + c.opts.RecycleSegments
+	bound := quietDescriptorBound(c.opts) + 3*4 + 2 + 3 + c.opts.RecycleSegments
 	run(func(*rand.Rand) {
 		for !stop.Load() {
 			time.Sleep(5 * time.Millisecond)
@@ -306,7 +306,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 			}
 			if n > int64(bound) {
 				fail(fmt.Errorf("%d descriptors open on the log's files (%d segments, %d rolled), want at most %d:\n%s",
-					n, l.Stats().Segments, rolled.Load(), bound, a6FDList(dir)))
+					n, l.Stats().Segments, rolled.Load(), bound, dirDescriptors(dir)))
 				return
 			}
 		}
@@ -331,8 +331,8 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 	if rolled.Load() < 40 {
 		t.Errorf("only %d segments rolled", rolled.Load())
 	}
-	if n := openFDs(t, dir); n > a6FDBound(c.opts) {
-		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, a6FDBound(c.opts), a6FDList(dir))
+	if n := openFDs(t, dir); n > quietDescriptorBound(c.opts) {
+		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, quietDescriptorBound(c.opts), dirDescriptors(dir))
 	}
 	if st.MappedSegments > c.opts.MaxMappedSegments+1 {
 		t.Errorf("quiet: %d segments mapped, want at most %d", st.MappedSegments, c.opts.MaxMappedSegments+1)
@@ -348,7 +348,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 		t.Fatalf("Close: %v", err)
 	}
 	if n := openFDs(t, dir); n != 0 {
-		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, a6FDList(dir))
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
 	}
 	opts := c.opts
 	opts.RetentionBytes = 0
@@ -365,7 +365,7 @@ func a6Churn(t *testing.T, c a6Cfg, d time.Duration) {
 		if rec.Offset != want {
 			t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
 		}
-		if err := a6Valid(rec, want); err != nil {
+		if err := checkGenerationBody(rec, want); err != nil {
 			t.Fatalf("reopened: %v", err)
 		}
 		want++
@@ -381,8 +381,8 @@ func (l *Log) activeBase() uint64 {
 	return segs[len(segs)-1].Base()
 }
 
-// a6FDList lists the descriptors of this process on files of dir.
-func a6FDList(dir string) string {
+// dirDescriptors lists the descriptors of this process on files of dir.
+func dirDescriptors(dir string) string {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	var b strings.Builder
 	for _, e := range ents {
@@ -393,29 +393,29 @@ func a6FDList(dir string) string {
 	return b.String()
 }
 
-// a6Fill appends records of generation 0 until the log has at least n
+// fillGenerationSegments appends records of generation 0 until the log has at least n
 // segments, and waits for the last seal.
-func a6Fill(t *testing.T, l *Log, n int) {
+func fillGenerationSegments(t *testing.T, l *Log, n int) {
 	t.Helper()
 	for len(*l.segs.Load()) < n {
 		off := l.Next()
-		if got, err := l.Append(a6Body(off, 0)); err != nil || got != off {
+		if got, err := l.Append(generationBody(off, 0)); err != nil || got != off {
 			t.Fatalf("Append(%d): %d, %v", off, got, err)
 		}
 	}
 	awaitBackgroundSeal(l)
 }
 
-// a6CheckFrom reads every record of l from offset from on, checks each
-// body (a6Valid), and checks that Verify finds l healthy.
-func a6CheckFrom(t *testing.T, l *Log, from uint64) {
+// checkGenerationRecordsFrom reads every record of l from offset from on, checks each
+// body (checkGenerationBody), and checks that Verify finds l healthy.
+func checkGenerationRecordsFrom(t *testing.T, l *Log, from uint64) {
 	t.Helper()
 	for off := from; off < l.Next(); off++ {
 		r, err := l.Read(off)
 		if err != nil {
 			t.Fatalf("Read(%d): %v", off, err)
 		}
-		if err := a6Valid(r, off); err != nil {
+		if err := checkGenerationBody(r, off); err != nil {
 			t.Fatal(err)
 		}
 		r.Release()
@@ -425,11 +425,11 @@ func a6CheckFrom(t *testing.T, l *Log, from uint64) {
 	}
 }
 
-// a6Evicted reports whether s is neither mapped (by /proc/self/maps) nor
+// segmentEvicted reports whether s is neither mapped (by /proc/self/maps) nor
 // holds a descriptor.
-func a6Evicted(t *testing.T, dir string, s *segment.Segment) bool {
+func segmentEvicted(t *testing.T, dir string, s *segment.Segment) bool {
 	name := filepath.Base(s.Path())
-	return !mappedLogNames(t, dir)[name] && !strings.Contains(a6FDList(dir), name)
+	return !mappedLogNames(t, dir)[name] && !strings.Contains(dirDescriptors(dir), name)
 }
 
 // A reader took its reference on an evicted sealed segment (Hold, the
@@ -437,14 +437,14 @@ func a6Evicted(t *testing.T, dir string, s *segment.Segment) bool {
 // for reuse: mapped again by name after, it finds no file and reads as
 // not found, never as damage and never with another segment's bytes; once
 // it lets go the file is reused, and the log stays whole.
-func TestAttack6HeldDroppedRecycled(t *testing.T) {
+func TestEvictHeldSegmentDroppedAndRecycledReadsNotFound(t *testing.T) {
 	for _, sp := range []SyncPolicy{SyncNone, SyncInterval} {
 		t.Run(fmt.Sprint(sp), func(t *testing.T) {
 			dir := t.TempDir()
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, RecycleSegments: 2, Sync: sp, SyncInterval: time.Millisecond}
 			l := mustOpen(t, dir, opts)
 			defer l.Close()
-			a6Fill(t, l, 8)
+			fillGenerationSegments(t, l, 8)
 			segs := *l.segs.Load()
 			// Reading segs[0] maps it and evicts x. The interval's syncer
 			// may hold x meanwhile; its Release then evicts down to the
@@ -456,11 +456,11 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 				} else {
 					r.Release()
 				}
-				if a6Evicted(t, dir, x) {
+				if segmentEvicted(t, dir, x) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("segment %d still mapped or open:\n%s", x.Base(), a6FDList(dir))
+					t.Fatalf("segment %d still mapped or open:\n%s", x.Base(), dirDescriptors(dir))
 				}
 			}
 			if !x.Hold() {
@@ -480,7 +480,7 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 				b := l.activeBase()
 				for l.activeBase() == b {
 					off := l.Next()
-					if _, err := l.Append(a6Body(off, 1)); err != nil {
+					if _, err := l.Append(generationBody(off, 1)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -505,7 +505,7 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 				b := l.activeBase()
 				for l.activeBase() == b {
 					off := l.Next()
-					if _, err := l.Append(a6Body(off, 2)); err != nil {
+					if _, err := l.Append(generationBody(off, 2)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -517,20 +517,20 @@ func TestAttack6HeldDroppedRecycled(t *testing.T) {
 			if st.Recycled == 0 {
 				t.Errorf("no dropped file was reused: %+v", st)
 			}
-			a6CheckFrom(t, l, l.First())
+			checkGenerationRecordsFrom(t, l, l.First())
 		})
 	}
 }
 
-// a6SyncHook routes the log's datasyncs through fn, when set, and counts
+// countingSyncHook routes the log's datasyncs through fn, when set, and counts
 // them by file name.
-type a6SyncHook struct {
+type countingSyncHook struct {
 	mu    sync.Mutex
 	names map[string]int
 	fn    atomic.Pointer[func(f *os.File) error]
 }
 
-func (h *a6SyncHook) datasync(f *os.File) error {
+func (h *countingSyncHook) datasync(f *os.File) error {
 	h.mu.Lock()
 	if h.names == nil {
 		h.names = map[string]int{}
@@ -545,7 +545,7 @@ func (h *a6SyncHook) datasync(f *os.File) error {
 	return mmapfile.Datasync(f)
 }
 
-func (h *a6SyncHook) count(name string) int {
+func (h *countingSyncHook) count(name string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.names[name]
@@ -555,16 +555,16 @@ func (h *a6SyncHook) count(name string) int {
 // meanwhile, they have no descriptor and are synced by name. Every one of
 // them is synced (the hook sees it), and a failed sync of one fails the
 // log: Sync reports it, and appends are refused.
-func TestAttack6SyncEvictedPending(t *testing.T) {
+func TestEvictPendingSyncOfEvictedSegments(t *testing.T) {
 	dir := t.TempDir()
-	h := &a6SyncHook{}
+	h := &countingSyncHook{}
 	opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1, datasync: h.datasync}
 	l := mustOpen(t, dir, opts)
 	defer l.Close()
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	a6Fill(t, l, 12)
+	fillGenerationSegments(t, l, 12)
 	segs := *l.segs.Load()
 	var pending []string
 	for _, s := range segs[:len(segs)-1] {
@@ -572,7 +572,7 @@ func TestAttack6SyncEvictedPending(t *testing.T) {
 	}
 	evicted := 0
 	for _, s := range segs[:len(segs)-1] {
-		if a6Evicted(t, dir, s) {
+		if segmentEvicted(t, dir, s) {
 			evicted++
 		}
 	}
@@ -588,11 +588,11 @@ func TestAttack6SyncEvictedPending(t *testing.T) {
 		}
 	}
 	// A failing disk under the next evicted segments.
-	a6Fill(t, l, len(segs)+6)
+	fillGenerationSegments(t, l, len(segs)+6)
 	segs = *l.segs.Load()
 	victim := segs[len(segs)-3]
-	if !a6Evicted(t, dir, victim) {
-		t.Fatalf("segment %d still mapped or open:\n%s", victim.Base(), a6FDList(dir))
+	if !segmentEvicted(t, dir, victim) {
+		t.Fatalf("segment %d still mapped or open:\n%s", victim.Base(), dirDescriptors(dir))
 	}
 	bad := errors.New("injected EIO")
 	fn := func(f *os.File) error {
@@ -620,7 +620,7 @@ func TestAttack6SyncEvictedPending(t *testing.T) {
 		if err != nil {
 			t.Fatalf("reopened: Read(%d): %v", off, err)
 		}
-		if err := a6Valid(rec, off); err != nil {
+		if err := checkGenerationBody(rec, off); err != nil {
 			t.Fatal(err)
 		}
 		rec.Release()
@@ -632,11 +632,11 @@ func TestAttack6SyncEvictedPending(t *testing.T) {
 // records: every call ends with its result or ErrClosed, held records
 // stay whole past Close, and once they are let go no descriptor or
 // mapping of the log's files is left.
-func TestAttack6CloseRaces(t *testing.T) {
+func TestEvictCloseRacingLeavesNoDescriptors(t *testing.T) {
 	for round := range 6 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			dir := t.TempDir()
-			h := &a6SyncHook{}
+			h := &countingSyncHook{}
 			slow := func(f *os.File) error {
 				if strings.HasSuffix(f.Name(), segment.LogSuffix) {
 					time.Sleep(200 * time.Microsecond)
@@ -648,7 +648,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 			opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1 + round%2, Sync: sp, SyncInterval: time.Millisecond,
 				RecycleSegments: round % 2 * 2, datasync: h.datasync}
 			l := mustOpen(t, dir, opts)
-			a6Fill(t, l, 10)
+			fillGenerationSegments(t, l, 10)
 			var (
 				wg      sync.WaitGroup
 				failure firstError
@@ -672,7 +672,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 				defer wg.Done()
 				for !closed.Load() {
 					off := l.Next()
-					bodies := [][]byte{a6Body(off, 0), a6Body(off+1, 0), a6Body(off+2, 0)}
+					bodies := [][]byte{generationBody(off, 0), generationBody(off+1, 0), generationBody(off+2, 0)}
 					if _, _, err := l.AppendBatch(bodies, nil); !ok("append", err) {
 						return
 					}
@@ -717,7 +717,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 						if !ok("Read", err) || err != nil {
 							continue
 						}
-						if err := a6Valid(r, off); err != nil {
+						if err := checkGenerationBody(r, off); err != nil {
 							failure.set(err)
 						}
 						if len(mine) < 5 && rng.IntN(20) == 0 {
@@ -740,7 +740,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 			n := 0
 			for _, mine := range kept {
 				for _, r := range mine {
-					if err := a6Valid(r, r.Offset); err != nil {
+					if err := checkGenerationBody(r, r.Offset); err != nil {
 						t.Errorf("a record held past Close: %v", err)
 					}
 					r.Release()
@@ -748,7 +748,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 				}
 			}
 			if fds := openFDs(t, dir); fds != 0 {
-				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, a6FDList(dir))
+				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, dirDescriptors(dir))
 			}
 			if m := mappedLogNames(t, dir); len(m) != 0 {
 				t.Errorf("after Close and %d held records released: %d .log files still mapped: %v", n, len(m), m)
@@ -760,7 +760,7 @@ func TestAttack6CloseRaces(t *testing.T) {
 				if err != nil {
 					t.Fatalf("reopened: Read(%d) of [%d, %d): %v", off, r.First(), r.Next(), err)
 				}
-				if err := a6Valid(rec, off); err != nil {
+				if err := checkGenerationBody(rec, off); err != nil {
 					t.Fatalf("reopened: %v", err)
 				}
 				rec.Release()

@@ -13,7 +13,7 @@ import (
 // active segment, readers hold records across several drops and check them
 // before releasing; the log is closed with records still held, which are
 // checked and released after Close. Nothing kept for reuse is left.
-func TestRecycleAttackHeldAcrossDropsAndClose(t *testing.T) {
+func TestRecycleHeldRecordsAcrossDropsAndClose(t *testing.T) {
 	for _, recycle := range []int{1, 3} {
 		dir := t.TempDir()
 		l := mustOpen(t, dir, Options{SegmentBytes: 32 << 10, RecycleSegments: recycle})
@@ -102,7 +102,7 @@ func TestRecycleAttackHeldAcrossDropsAndClose(t *testing.T) {
 // Truncate after reused files became segments: records after the cut never
 // come back (before or after a reopen), and appends after it get the
 // offsets from the cut on.
-func TestRecycleAttackTruncateReusedSegments(t *testing.T) {
+func TestRecycleTruncateReusedSegments(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{SegmentBytes: 32 << 10, RecycleSegments: 2}
 	l := mustOpen(t, dir, o)

@@ -30,20 +30,23 @@ import (
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
-// Attacks on the prepared segment offered before it is faulted in: the
-// preparer allocates the next segment's first part, offers it to rolls at
-// once and then faults it in chunk by chunk while it is still the prepared
-// one, so a roll may rename and activate it (segment.Activate) while a
-// chunk is in flight, and the writer, the prefaulter, Truncate, DropBefore,
-// retention and Close then meet a segment that the preparer still touches.
+// The prepared segment is offered before it is faulted in: the preparer
+// allocates the next segment's first part, offers it to rolls at once and
+// then faults it in chunk by chunk while it is still the prepared one, so
+// a roll may rename and activate it (segment.Activate) while a chunk is in
+// flight, and the writer, the prefaulter, Truncate, DropBefore, retention
+// and Close then meet a segment that the preparer still touches. These
+// tests make those meetings happen (rolls, full disks, files changed by
+// hand, kills, followers in other processes) and check that no record is
+// lost or changed and no prepared file is left behind.
 
-var preparedRounds = flag.Int("prepared.rounds", 1, "multiplier of the loop counts of the TestPreparedAttack* tests")
+var preparedRounds = flag.Int("prepared.rounds", 1, "multiplier of the loop counts of the TestPrepared* tests in roll_prepared_test.go")
 
-// paPat is a block of pseudo-random bytes that bodies are cut from. It
+// bodyPattern is a block of pseudo-random bytes that bodies are cut from. It
 // lives outside the Go heap, as do the large bodies of the tests (see
-// paScratch): the race detector then leaves their copies and comparisons
+// scratchMapping): the race detector then leaves their copies and comparisons
 // alone (16 MiB copies through its shadow memory took seconds).
-var paPat = sync.OnceValue(func() []byte {
+var bodyPattern = sync.OnceValue(func() []byte {
 	b, err := unix.Mmap(-1, 0, 1<<20+1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		panic(err)
@@ -55,8 +58,8 @@ var paPat = sync.OnceValue(func() []byte {
 	return b
 })
 
-// paScratch is an anonymous mapping of n bytes, unmapped when the test ends.
-func paScratch(t *testing.T, n int) []byte {
+// scratchMapping is an anonymous mapping of n bytes, unmapped when the test ends.
+func scratchMapping(t *testing.T, n int) []byte {
 	t.Helper()
 	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -66,13 +69,13 @@ func paScratch(t *testing.T, n int) []byte {
 	return b
 }
 
-// paStart is where in paPat the body of the record at off begins.
-func paStart(off uint64) int { return int(off * 2654435761 % (1 << 16)) }
+// bodyPatternStart is where in bodyPattern the body of the record at off begins.
+func bodyPatternStart(off uint64) int { return int(off * 2654435761 % (1 << 16)) }
 
-// paFill makes b the body of the record at off: cut from paPat at a place
+// fillPatternBody makes b the body of the record at off: cut from bodyPattern at a place
 // that depends on off, with off in its first and last 8 bytes.
-func paFill(b []byte, off uint64) {
-	pat, k, n := paPat(), paStart(off), len(b)
+func fillPatternBody(b []byte, off uint64) {
+	pat, k, n := bodyPattern(), bodyPatternStart(off), len(b)
 	for i := 0; i < n; i += 1 << 20 {
 		copy(b[i:], pat[k:k+1<<20])
 	}
@@ -84,15 +87,15 @@ func paFill(b []byte, off uint64) {
 	}
 }
 
-// paBody is the body of n bytes of the record at off (see paFill).
-func paBody(off uint64, n int) []byte {
+// patternBody is the body of n bytes of the record at off (see fillPatternBody).
+func patternBody(off uint64, n int) []byte {
 	b := make([]byte, n)
-	paFill(b, off)
+	fillPatternBody(b, off)
 	return b
 }
 
-// paMatch reports whether body is the body of n bytes of the record at off.
-func paMatch(body []byte, off uint64, n int) bool {
+// matchesPatternBody reports whether body is the body of n bytes of the record at off.
+func matchesPatternBody(body []byte, off uint64, n int) bool {
 	if len(body) != n {
 		return false
 	}
@@ -109,7 +112,7 @@ func paMatch(body []byte, off uint64, n int) bool {
 		}
 		tail = n - 8
 	}
-	pat, k := paPat(), paStart(off)
+	pat, k := bodyPattern(), bodyPatternStart(off)
 	for i := head; i < tail; {
 		j := min(tail, (i>>20+1)<<20) // within one copy of the pattern
 		if !bytes.Equal(body[i:j], pat[k+i&(1<<20-1):k+i&(1<<20-1)+j-i]) {
@@ -120,38 +123,38 @@ func paMatch(body []byte, off uint64, n int) bool {
 	return true
 }
 
-// paCheck reads off and compares it with the body of n bytes it was given.
-func paCheck(l *Log, off uint64, n int) error {
+// checkPatternRecord reads off and compares it with the body of n bytes it was given.
+func checkPatternRecord(l *Log, off uint64, n int) error {
 	r, err := l.Read(off)
 	if err != nil {
 		return fmt.Errorf("Read(%d): %w", off, err)
 	}
 	defer r.Release()
-	if r.Offset != off || !paMatch(r.Body, off, n) {
+	if r.Offset != off || !matchesPatternBody(r.Body, off, n) {
 		return fmt.Errorf("Read(%d): offset %d, body of %d bytes; want the %d bytes appended", off, r.Offset, len(r.Body), n)
 	}
 	return nil
 }
 
-// paSizeIn is the body size of the record at off in a log of segments of
+// patternSizeIn is the body size of the record at off in a log of segments of
 // seg bytes, for the tests that do not choose sizes themselves: mixedSize
 // (some records larger than a 4 KiB segment), 64 times larger for
 // segments of a MiB or more, so that they roll every few hundred records.
-func paSizeIn(seg int64, off uint64) int {
+func patternSizeIn(seg int64, off uint64) int {
 	if seg >= 1<<20 {
 		return 64 * mixedSize(off)
 	}
 	return mixedSize(off)
 }
 
-// paCheckAll reads every record of l, each of paSizeIn, with Read and with
+// checkAllPatternRecords reads every record of l, each of patternSizeIn, with Read and with
 // Records, and verifies the log. Retention may drop records from the
 // front meanwhile: a record below First may be gone, no other.
-func paCheckAll(t *testing.T, l *Log, what string) {
+func checkAllPatternRecords(t *testing.T, l *Log, what string) {
 	t.Helper()
 	seg := l.SegmentBytes()
 	for off := l.First(); off < l.Next(); off++ {
-		if err := paCheck(l, off, paSizeIn(seg, off)); err != nil && !(errors.Is(err, ErrNotFound) && off < l.First()) {
+		if err := checkPatternRecord(l, off, patternSizeIn(seg, off)); err != nil && !(errors.Is(err, ErrNotFound) && off < l.First()) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -167,7 +170,7 @@ func paCheckAll(t *testing.T, l *Log, what string) {
 		if trimmed && r.Offset > want {
 			want, trimmed = r.Offset, false
 		}
-		if r.Offset != want || !paMatch(r.Body, want, paSizeIn(seg, want)) {
+		if r.Offset != want || !matchesPatternBody(r.Body, want, patternSizeIn(seg, want)) {
 			t.Fatalf("%s: Records gave offset %d (%d bytes), want %d", what, r.Offset, len(r.Body), want)
 		}
 		want++
@@ -178,9 +181,9 @@ func paCheckAll(t *testing.T, l *Log, what string) {
 	verifyHealthy(t, l, what)
 }
 
-// paLeftovers lists the files of dir that no closed log may leave: a
+// closedLeftovers lists the files of dir that no closed log may leave: a
 // prepared segment's, files kept for reuse, temporary copies.
-func paLeftovers(dir string) []string {
+func closedLeftovers(dir string) []string {
 	ents, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range ents {
@@ -192,38 +195,38 @@ func paLeftovers(dir string) []string {
 	return out
 }
 
-// paLeftoversAfterOpen is paLeftovers of the directory of a log just
+// closedLeftoversAfterOpen is closedLeftovers of the directory of a log just
 // opened, whose checkpointer may be writing log.recovery through a
 // temporary file at that moment: a temporary file that goes within a few
 // seconds is its own, not one left behind.
-func paLeftoversAfterOpen(dir string) []string {
-	left := paLeftovers(dir)
+func closedLeftoversAfterOpen(dir string) []string {
+	left := closedLeftovers(dir)
 	for deadline := time.Now().Add(5 * time.Second); len(left) > 0 && time.Now().Before(deadline); {
 		if slices.ContainsFunc(left, func(n string) bool { return !strings.HasSuffix(n, ".tmp") }) {
 			return left
 		}
 		time.Sleep(time.Millisecond)
-		left = paLeftovers(dir)
+		left = closedLeftovers(dir)
 	}
 	return left
 }
 
-// paCloseClean closes l and checks that Close reports nothing and leaves
+// closeLeavesNothing closes l and checks that Close reports nothing and leaves
 // no prepared, recycled or temporary file behind.
-func paCloseClean(t *testing.T, l *Log, what string) {
+func closeLeavesNothing(t *testing.T, l *Log, what string) {
 	t.Helper()
 	if err := l.Close(); err != nil {
 		t.Fatalf("%s: Close: %v", what, err)
 	}
-	if left := paLeftovers(l.Dir()); len(left) > 0 {
+	if left := closedLeftovers(l.Dir()); len(left) > 0 {
 		t.Fatalf("%s: Close left %v", what, left)
 	}
 }
 
-// paOverlap reports whether the preparer is still at the segment a roll
+// preparerOverlapsRoll reports whether the preparer is still at the segment a roll
 // has just taken: preparing, with nothing prepared (no kick has come
 // since, see the callers).
-func paOverlap(l *Log) bool {
+func preparerOverlapsRoll(l *Log) bool {
 	l.rolls.mu.Lock()
 	defer l.rolls.mu.Unlock()
 	return l.rolls.preparing && l.rolls.prepared == nil
@@ -241,7 +244,7 @@ func paOverlap(l *Log) bool {
 // faults in nothing. After every cycle the newest records read back; at
 // the end every record reads back, Verify is healthy (but for the ranges
 // SkipTo left), Close leaves no prepared file, and a reopen reads the same.
-func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
+func TestPreparedTakenWhileFaulting(t *testing.T) {
 	modes := []struct {
 		name   string
 		sync   SyncPolicy
@@ -277,12 +280,12 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 				SyncInterval: time.Millisecond, RecycleSegments: m.spare, RetireMappings: m.retire}
 			l := mustOpen(t, dir, opts)
 			sizes := map[uint64]int{}
-			scratch := paScratch(t, int(segBytes))
+			scratch := scratchMapping(t, int(segBytes))
 			add := func(n int) uint64 {
 				t.Helper()
 				want := l.Next()
 				body := scratch[:n]
-				paFill(body, want)
+				fillPatternBody(body, want)
 				off, err := l.Append(body)
 				if err != nil || off != want {
 					t.Fatalf("Append of %d bytes: %d, %v; want offset %d", n, off, err, want)
@@ -315,11 +318,11 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 					t.Fatalf("cycle %d starts at %d, past half of the segment", cycles, e)
 				}
 				big := add(int(segBytes - e - 4096 - headerSize)) // to 4080 bytes short of the end
-				paWaitOffered(t, l)
+				waitPreparedOffered(t, l)
 				switch {
 				case m.sync == SyncAlways:
 					// Records go in with pwrite: nothing is faulted in.
-					if p := paPrepared(l).Populated(); p != 0 {
+					if p := preparedSegment(l).Populated(); p != 0 {
 						t.Fatalf("cycle %d: %d bytes of the prepared segment faulted in under SyncAlways", cycles, p)
 					}
 				case m.action == "idle":
@@ -337,14 +340,14 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if p := paPrepared(l).Populated(); p != st.Size() || p > part || p < min(2<<20, part) {
+					if p := preparedSegment(l).Populated(); p != st.Size() || p > part || p < min(2<<20, part) {
 						t.Fatalf("cycle %d: the prepared segment, left alone: %d bytes faulted in, %d allocated; want the same, %d to %d",
 							cycles, p, st.Size(), min(2<<20, part), part)
 					}
 				}
 				switch m.action {
 				case "close":
-					paCloseClean(t, l, fmt.Sprintf("cycle %d", cycles))
+					closeLeavesNothing(t, l, fmt.Sprintf("cycle %d", cycles))
 					l = mustOpen(t, dir, opts)
 					if rec := l.Recovery(); !rec.Clean || len(rec.Notes) > 0 {
 						t.Fatalf("cycle %d: the reopen after Close found %+v", cycles, rec)
@@ -361,7 +364,7 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 						t.Fatalf("cycle %d: SkipTo(%d): %v", cycles, to, err)
 					}
 					skipped += 1000
-					if err := paCheck(l, big, sizes[big]); err != nil {
+					if err := checkPatternRecord(l, big, sizes[big]); err != nil {
 						t.Fatalf("cycle %d: %v", cycles, err)
 					}
 					if _, err := l.Read(to - 1); !errors.Is(err, ErrCorrupt) {
@@ -370,20 +373,20 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 					continue
 				}
 				roller := add(rollBody)
-				if paOverlap(l) {
+				if preparerOverlapsRoll(l) {
 					overlaps++
 				}
 				if got := end(); got != rollBody+headerSize {
 					t.Fatalf("cycle %d: the record that rolled ends at %d in its segment", cycles, got)
 				}
 				for _, off := range []uint64{big, roller} {
-					if err := paCheck(l, off, sizes[off]); err != nil {
+					if err := checkPatternRecord(l, off, sizes[off]); err != nil {
 						t.Fatalf("cycle %d: %v", cycles, err)
 					}
 				}
 				switch m.action {
 				case "close-after-roll":
-					paCloseClean(t, l, fmt.Sprintf("cycle %d", cycles))
+					closeLeavesNothing(t, l, fmt.Sprintf("cycle %d", cycles))
 					l = mustOpen(t, dir, opts)
 				case "truncate":
 					// Cut the big record too: the segment just taken is
@@ -407,7 +410,7 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 				recycled = max(recycled, l.Stats().Recycled)
 			}
 			for off, n := range sizes {
-				if err := paCheck(l, off, n); err != nil {
+				if err := checkPatternRecord(l, off, n); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -427,10 +430,10 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 			if m.spare > 0 && recycled == 0 && l.Stats().Recycled == 0 {
 				t.Errorf("no segment was made from a dropped file")
 			}
-			paCloseClean(t, l, "at the end")
+			closeLeavesNothing(t, l, "at the end")
 			l = mustOpen(t, dir, opts)
 			for off, n := range sizes {
-				if err := paCheck(l, off, n); err != nil {
+				if err := checkPatternRecord(l, off, n); err != nil {
 					t.Fatalf("after the reopen: %v", err)
 				}
 			}
@@ -453,7 +456,7 @@ func TestPreparedAttackTakenWhileFaulting(t *testing.T) {
 // never other bytes. At the end every record reads back, Verify is
 // healthy, Close leaves no prepared or recycled file, and a reopen finds a
 // clean log with the same records.
-func TestPreparedAttackRollStorm(t *testing.T) {
+func TestPreparedRollStorm(t *testing.T) {
 	type config struct {
 		seg    int64
 		sync   SyncPolicy
@@ -545,7 +548,7 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 							continue
 						}
 						off := hi - 1 - uint64(rng.IntN(int(min(hi, 64))))
-						err := paCheck(l, off, mixedSize(off))
+						err := checkPatternRecord(l, off, mixedSize(off))
 						switch {
 						case err == nil:
 							reads.Add(1)
@@ -586,7 +589,7 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 					n := 1 + rng.IntN(8)
 					bodies := make([][]byte, n)
 					for i := range bodies {
-						bodies[i] = paBody(next+uint64(i), mixedSize(next+uint64(i)))
+						bodies[i] = patternBody(next+uint64(i), mixedSize(next+uint64(i)))
 					}
 					first, got, err := l.AppendBatch(bodies, nil)
 					if err != nil || first != next || got != n {
@@ -601,7 +604,7 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 					truncates++
 					continue
 				default:
-					off, err := l.Append(paBody(next, mixedSize(next)))
+					off, err := l.Append(patternBody(next, mixedSize(next)))
 					if err != nil || off != next {
 						t.Fatalf("Append at %d: %d, %v", next, off, err)
 					}
@@ -614,8 +617,8 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 				t.Fatalf("%d failures, first: %s", len(fails), fails[0])
 			}
 			st := l.Stats()
-			paCheckAll(t, l, "before Close")
-			paCloseClean(t, l, "Close")
+			checkAllPatternRecords(t, l, "before Close")
+			closeLeavesNothing(t, l, "Close")
 			l = mustOpen(t, dir, opts)
 			if rec := l.Recovery(); !rec.Clean || len(rec.Notes) > 0 || rec.IndexesRebuilt > 0 {
 				t.Fatalf("the reopen after Close: %+v", rec)
@@ -624,7 +627,7 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 			if l.Next() != st.Next || l.First() < st.First || !c.retain && l.First() != st.First {
 				t.Fatalf("reopened at [%d, %d), closed at [%d, %d)", l.First(), l.Next(), st.First, st.Next)
 			}
-			paCheckAll(t, l, "after the reopen")
+			checkAllPatternRecords(t, l, "after the reopen")
 			if c.spare > 0 {
 				recycling++
 				recycled += int(st.Recycled)
@@ -643,7 +646,7 @@ func TestPreparedAttackRollStorm(t *testing.T) {
 // ErrClosed, no prepared or recycled file is left, no goroutine outlives
 // the logs, and each reopen finds a clean log holding every acknowledged
 // record (above what was dropped) with its body.
-func TestPreparedAttackCloseRacingRolls(t *testing.T) {
+func TestPreparedCloseRacingRolls(t *testing.T) {
 	dir := t.TempDir()
 	before := runtime.NumGoroutine()
 	rng := rand.New(rand.NewPCG(3, 5))
@@ -750,7 +753,7 @@ func TestPreparedAttackCloseRacingRolls(t *testing.T) {
 		if len(bad) > 0 {
 			t.Fatalf("cycle %d (%+v): %v", cycle, opts, bad)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("cycle %d (%+v): Close left %v", cycle, opts, left)
 		}
 	}
@@ -776,7 +779,7 @@ func TestPreparedAttackCloseRacingRolls(t *testing.T) {
 // ENOSPC and writes nothing (Next does not move; a batch keeps what it
 // reports), and is retried. After each: every record reads back, Verify
 // is healthy, Close reports nothing and leaves no prepared file.
-func TestPreparedAttackFullDisk(t *testing.T) {
+func TestPreparedFullDisk(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		seg  int64
@@ -846,15 +849,15 @@ func TestPreparedAttackFullDisk(t *testing.T) {
 			var big [3][]byte
 			if c.body > 0 {
 				for i := range big {
-					big[i] = paScratch(t, c.body+8000)
+					big[i] = scratchMapping(t, c.body+8000)
 				}
 			}
 			body := func(i int, off uint64) []byte {
 				if c.body == 0 {
-					return paBody(off, size(off))
+					return patternBody(off, size(off))
 				}
 				b := big[i][:size(off)]
-				paFill(b, off)
+				fillPatternBody(b, off)
 				return b
 			}
 			sizes := map[uint64]int{}
@@ -926,15 +929,15 @@ func TestPreparedAttackFullDisk(t *testing.T) {
 				t.Fatalf("no allocation was refused in %d calls: the hook is not reached", calls.Load())
 			}
 			for off, n := range sizes {
-				if err := paCheck(l, off, n); err != nil {
+				if err := checkPatternRecord(l, off, n); err != nil {
 					t.Fatal(err)
 				}
 			}
 			verifyHealthy(t, l, "with the disk full")
-			paCloseClean(t, l, "Close")
+			closeLeavesNothing(t, l, "Close")
 			l = mustOpen(t, dir, opts)
 			for off, n := range sizes {
-				if err := paCheck(l, off, n); err != nil {
+				if err := checkPatternRecord(l, off, n); err != nil {
 					t.Fatalf("after the reopen: %v", err)
 				}
 			}
@@ -947,7 +950,7 @@ func TestPreparedAttackFullDisk(t *testing.T) {
 	}
 }
 
-// A hostile hand in the directory while a prepared segment is being
+// A hand in the directory while a prepared segment is being
 // faulted in: its files removed ("removed"), its .log replaced by another
 // file ("replaced"), or a file put where the next segment goes
 // ("blocked"). The roll's Activate then fails beside the preparer's chunk
@@ -956,17 +959,17 @@ func TestPreparedAttackFullDisk(t *testing.T) {
 // with nothing written, and succeeds once the file is gone. Either way no
 // prepared file is left, every record reads back, Verify is healthy, and
 // Close and a reopen find a clean log.
-func TestPreparedAttackTamperedFiles(t *testing.T) {
+func TestPreparedTamperedFiles(t *testing.T) {
 	const segBytes = 16 << 20
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: segBytes, MaxRecordBytes: segBytes}
 	l := mustOpen(t, dir, opts)
-	scratch := paScratch(t, segBytes)
+	scratch := scratchMapping(t, segBytes)
 	sizes := map[uint64]int{}
 	add := func(n int) (uint64, error) {
 		want := l.Next()
 		body := scratch[:n]
-		paFill(body, want)
+		fillPatternBody(body, want)
 		off, err := l.Append(body)
 		if err == nil {
 			if off != want {
@@ -989,7 +992,7 @@ func TestPreparedAttackTamperedFiles(t *testing.T) {
 		if _, err := add(int(segBytes - e - 4096 - headerSize)); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		paWaitOffered(t, l)
+		waitPreparedOffered(t, l)
 		next := l.Next()
 		blocker := filepath.Join(dir, segment.Name(next, segment.LogSuffix))
 		switch kind {
@@ -1027,19 +1030,19 @@ func TestPreparedAttackTamperedFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Append that rolls: %v", what, err)
 		}
-		if left := paLeftovers(dir); len(left) > 0 {
+		if left := closedLeftovers(dir); len(left) > 0 {
 			t.Fatalf("%s: the failed activation left %v", what, left)
 		}
 		for off, n := range sizes {
 			if off+2 >= l.Next() {
-				if err := paCheck(l, off, n); err != nil {
+				if err := checkPatternRecord(l, off, n); err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
 			}
 		}
 	}
 	for off, n := range sizes {
-		if err := paCheck(l, off, n); err != nil {
+		if err := checkPatternRecord(l, off, n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1047,42 +1050,42 @@ func TestPreparedAttackTamperedFiles(t *testing.T) {
 		t.Fatalf("%d records acknowledged, the log holds %d", len(sizes), l.Next())
 	}
 	verifyHealthy(t, l, "after the tampering")
-	paCloseClean(t, l, "Close")
+	closeLeavesNothing(t, l, "Close")
 	l = mustOpen(t, dir, opts)
 	if rec := l.Recovery(); !rec.Clean || len(rec.Notes) > 0 {
 		t.Fatalf("the reopen after Close found %+v", rec)
 	}
 	for off, n := range sizes {
-		if err := paCheck(l, off, n); err != nil {
+		if err := checkPatternRecord(l, off, n); err != nil {
 			t.Fatalf("after the reopen: %v", err)
 		}
 	}
 	verifyHealthy(t, l, "after the reopen")
 }
 
-// The child processes of TestPreparedAttackKill and
-// TestPreparedAttackFollowers, in their environment.
+// The child processes of TestPreparedKilledWriterReopens and
+// TestPreparedFollowersInOtherProcesses, in their environment.
 const (
-	paEnvRole   = "PAGELOG_PREPARED_ROLE"
-	paEnvDir    = "PAGELOG_PREPARED_DIR"
-	paEnvSeg    = "PAGELOG_PREPARED_SEG"
-	paEnvSync   = "PAGELOG_PREPARED_SYNC"
-	paEnvSpare  = "PAGELOG_PREPARED_SPARE"
-	paEnvTarget = "PAGELOG_PREPARED_TARGET"
+	preparedEnvRole   = "PAGELOG_PREPARED_ROLE"
+	preparedEnvDir    = "PAGELOG_PREPARED_DIR"
+	preparedEnvSeg    = "PAGELOG_PREPARED_SEG"
+	preparedEnvSync   = "PAGELOG_PREPARED_SYNC"
+	preparedEnvSpare  = "PAGELOG_PREPARED_SPARE"
+	preparedEnvTarget = "PAGELOG_PREPARED_TARGET"
 )
 
-// paChildOptions are the options of a writer child.
-func paChildOptions(seg int64, p SyncPolicy, spare int) Options {
+// preparedChildOptions are the options of a writer child.
+func preparedChildOptions(seg int64, p SyncPolicy, spare int) Options {
 	return Options{SegmentBytes: seg, Sync: p, SyncInterval: time.Millisecond, RecycleSegments: spare, IndexIntervalBytes: 512}
 }
 
-// TestPreparedAttackChild is the body of the child processes: a writer
-// that appends records of paBody (and drops the oldest segments now and
+// TestPreparedChild is the body of the child processes: a writer
+// that appends records of patternBody (and drops the oldest segments now and
 // then) until it is killed, printing each acknowledged offset; or a
 // follower that reads the log read-only up to a target and checks every
 // record.
-func TestPreparedAttackChild(t *testing.T) {
-	role := os.Getenv(paEnvRole)
+func TestPreparedChild(t *testing.T) {
+	role := os.Getenv(preparedEnvRole)
 	if role == "" {
 		return // run as a child only
 	}
@@ -1090,16 +1093,16 @@ func TestPreparedAttackChild(t *testing.T) {
 		fmt.Fprintf(os.Stdout, "E "+format+"\n", args...)
 		os.Exit(2)
 	}
-	dir := os.Getenv(paEnvDir)
+	dir := os.Getenv(preparedEnvDir)
 	switch role {
 	case "writer":
-		seg, _ := strconv.ParseInt(os.Getenv(paEnvSeg), 10, 64)
-		spare, _ := strconv.Atoi(os.Getenv(paEnvSpare))
-		p, err := ParseSyncPolicy(os.Getenv(paEnvSync))
+		seg, _ := strconv.ParseInt(os.Getenv(preparedEnvSeg), 10, 64)
+		spare, _ := strconv.Atoi(os.Getenv(preparedEnvSpare))
+		p, err := ParseSyncPolicy(os.Getenv(preparedEnvSync))
 		if err != nil {
 			die("%v", err)
 		}
-		l, err := Open(dir, paChildOptions(seg, p, spare))
+		l, err := Open(dir, preparedChildOptions(seg, p, spare))
 		if err != nil {
 			die("Open: %v", err)
 		}
@@ -1109,13 +1112,13 @@ func TestPreparedAttackChild(t *testing.T) {
 		for i := 0; ; i++ {
 			next := l.Next()
 			if i%7 == 3 {
-				bodies := [][]byte{paBody(next, paSizeIn(seg, next)), paBody(next+1, paSizeIn(seg, next+1))}
+				bodies := [][]byte{patternBody(next, patternSizeIn(seg, next)), patternBody(next+1, patternSizeIn(seg, next+1))}
 				if first, n, err := l.AppendBatch(bodies, nil); err != nil || first != next || n != 2 {
 					die("AppendBatch at %d: %d, %d, %v", next, first, n, err)
 				}
 				fmt.Fprintf(out, "A %d\n", next+1)
 			} else {
-				if off, err := l.Append(paBody(next, paSizeIn(seg, next))); err != nil || off != next {
+				if off, err := l.Append(patternBody(next, patternSizeIn(seg, next))); err != nil || off != next {
 					die("Append at %d: %d, %v", next, off, err)
 				}
 				fmt.Fprintf(out, "A %d\n", next)
@@ -1128,7 +1131,7 @@ func TestPreparedAttackChild(t *testing.T) {
 			}
 		}
 	case "follower":
-		target, _ := strconv.ParseUint(os.Getenv(paEnvTarget), 10, 64)
+		target, _ := strconv.ParseUint(os.Getenv(preparedEnvTarget), 10, 64)
 		l, err := OpenReadOnly(dir, Options{})
 		if err != nil {
 			die("OpenReadOnly: %v", err)
@@ -1140,7 +1143,7 @@ func TestPreparedAttackChild(t *testing.T) {
 			if err != nil {
 				die("ReadNext(%d): %v", off, err)
 			}
-			if next != off+1 || rec.Offset != off || !paMatch(rec.Body, off, mixedSize(off)) {
+			if next != off+1 || rec.Offset != off || !matchesPatternBody(rec.Body, off, mixedSize(off)) {
 				die("ReadNext(%d): offset %d, next %d, %d bytes; want the %d bytes written", off, rec.Offset, next, len(rec.Body), mixedSize(off))
 			}
 			rec.Release()
@@ -1160,12 +1163,12 @@ func TestPreparedAttackChild(t *testing.T) {
 	die("unknown role %q", role)
 }
 
-// paStartChild starts a child of role with env; its stdout lines come on
+// startPreparedChild starts a child of role with env; its stdout lines come on
 // the channel returned, closed when it ends.
-func paStartChild(t *testing.T, role string, env ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
+func startPreparedChild(t *testing.T, role string, env ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedAttackChild$", "-test.count=1", "-test.v=false")
-	cmd.Env = append(append(os.Environ(), paEnvRole+"="+role), env...)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedChild$", "-test.count=1", "-test.v=false")
+	cmd.Env = append(append(os.Environ(), preparedEnvRole+"="+role), env...)
 	out, stderr := startChild(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd, childLines(out, 1024), stderr
@@ -1181,7 +1184,7 @@ func paStartChild(t *testing.T, role string, env ...string) (*exec.Cmd, <-chan s
 // child wrote past them), remove the prepared files before anything is
 // appended, report no damage, and Verify healthy; Close then leaves no
 // prepared or recycled file.
-func TestPreparedAttackKill(t *testing.T) {
+func TestPreparedKilledWriterReopens(t *testing.T) {
 	seed := crashSeedFor(t)
 	rng := rand.New(rand.NewPCG(seed, 17))
 	rounds := 6 * *preparedRounds
@@ -1198,8 +1201,8 @@ func TestPreparedAttackKill(t *testing.T) {
 					spare = round % 3
 				}
 				delay := time.Duration(2000+rng.IntN(60_000)) * time.Microsecond
-				cmd, lines, stderr := paStartChild(t, "writer", paEnvDir+"="+dir, paEnvSeg+"="+strconv.FormatInt(seg, 10),
-					paEnvSync+"="+p.String(), paEnvSpare+"="+strconv.Itoa(spare))
+				cmd, lines, stderr := startPreparedChild(t, "writer", preparedEnvDir+"="+dir, preparedEnvSeg+"="+strconv.FormatInt(seg, 10),
+					preparedEnvSync+"="+p.String(), preparedEnvSpare+"="+strconv.Itoa(spare))
 				what := fmt.Sprintf("round %d (%s, spare %d, kill %v after open, seed %d)", round, p, spare, delay, seed)
 				var last int64 = -1
 				var timer <-chan time.Time
@@ -1237,11 +1240,11 @@ func TestPreparedAttackKill(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(dir, segment.PreparedPrefix+segment.LogSuffix)); err == nil {
 					killedWithPrepared++
 				}
-				l, err := Open(dir, paChildOptions(seg, p, spare))
+				l, err := Open(dir, preparedChildOptions(seg, p, spare))
 				if err != nil {
 					t.Fatalf("%s: Open after the kill: %v", what, err)
 				}
-				if left := paLeftovers(dir); len(left) > 0 {
+				if left := closedLeftovers(dir); len(left) > 0 {
 					t.Fatalf("%s: the open after the kill left %v", what, left)
 				}
 				rec := l.Recovery()
@@ -1251,8 +1254,8 @@ func TestPreparedAttackKill(t *testing.T) {
 				if last >= 0 && (l.Next() <= uint64(last) || l.First() > uint64(last)) {
 					t.Fatalf("%s: the log holds [%d, %d); offset %d was acknowledged", what, l.First(), l.Next(), last)
 				}
-				paCheckAll(t, l, what)
-				paCloseClean(t, l, what)
+				checkAllPatternRecords(t, l, what)
+				closeLeavesNothing(t, l, what)
 			}
 		})
 	}
@@ -1264,11 +1267,11 @@ func TestPreparedAttackKill(t *testing.T) {
 // not) and closes and reopens now and then (Close drops the prepared
 // segment): each follower gets every record in order with its body, and
 // its Verify beside the writer finds no damage.
-func TestPreparedAttackFollowers(t *testing.T) {
+func TestPreparedFollowersInOtherProcesses(t *testing.T) {
 	for _, seg := range []int64{1, 4 << 10, 64 << 10} {
 		t.Run(fmt.Sprintf("seg%d", seg), func(t *testing.T) {
 			dir := t.TempDir()
-			opts := paChildOptions(seg, SyncNone, 0)
+			opts := preparedChildOptions(seg, SyncNone, 0)
 			l, err := Open(dir, opts)
 			if err != nil {
 				t.Fatal(err)
@@ -1281,13 +1284,13 @@ func TestPreparedAttackFollowers(t *testing.T) {
 			}
 			var kids []child
 			for range 2 {
-				cmd, lines, stderr := paStartChild(t, "follower", paEnvDir+"="+dir, paEnvTarget+"="+strconv.FormatUint(target, 10))
+				cmd, lines, stderr := startPreparedChild(t, "follower", preparedEnvDir+"="+dir, preparedEnvTarget+"="+strconv.FormatUint(target, 10))
 				kids = append(kids, child{cmd, lines, stderr})
 			}
 			for l.Next() < target {
 				next := l.Next()
 				if next%300 == 299 {
-					paCloseClean(t, l, fmt.Sprintf("Close at %d", next))
+					closeLeavesNothing(t, l, fmt.Sprintf("Close at %d", next))
 					if l, err = Open(dir, opts); err != nil {
 						t.Fatal(err)
 					}
@@ -1295,7 +1298,7 @@ func TestPreparedAttackFollowers(t *testing.T) {
 				n := min(1+int(next%3), int(target-next))
 				bodies := make([][]byte, n)
 				for i := range bodies {
-					bodies[i] = paBody(next+uint64(i), mixedSize(next+uint64(i)))
+					bodies[i] = patternBody(next+uint64(i), mixedSize(next+uint64(i)))
 				}
 				if first, got, err := l.AppendBatch(bodies, nil); err != nil || first != next || got != n {
 					t.Fatalf("AppendBatch at %d: %d, %d, %v", next, first, got, err)
@@ -1313,8 +1316,8 @@ func TestPreparedAttackFollowers(t *testing.T) {
 					t.Fatalf("follower %d: %v, said %q\n%s", i, err, got, k.stderr)
 				}
 			}
-			paCheckAll(t, l, "the writer")
-			paCloseClean(t, l, "Close")
+			checkAllPatternRecords(t, l, "the writer")
+			closeLeavesNothing(t, l, "Close")
 		})
 	}
 }

@@ -8,12 +8,13 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// A read-only log rebuilds a damaged time index in memory; after an
-// eviction the segment is mapped again from its damaged file with the
-// rebuilt entry count, TimeIndex caches lastMs 0 for it, and OffsetForTime
-// then passes over it: its answer lies past records appended after t.
-func TestRegressLateAnswerAfterRemap(t *testing.T) {
+// TestOffsetForTimeRebuiltTimeIndexAfterRemap: a read-only log rebuilds a
+// damaged time index in memory; after an eviction the segment is mapped
+// again from its damaged file with the rebuilt entry count. OffsetForTime
+// must answer alike before and after: no record appended at or after t may
+// lie below its answer. (Had TimeIndex cached lastMs 0 for the remapped
+// segment, OffsetForTime would pass over it and answer past such records.)
+func TestOffsetForTimeRebuiltTimeIndexAfterRemap(t *testing.T) {
 	t0 := time.Now().Add(-time.Hour).UnixMilli()
 	ms := t0
 	opts := Options{SegmentBytes: 4 << 10, IndexIntervalBytes: 256}

@@ -12,10 +12,10 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a3Damage damages the index files of the sealed segments of the log in
+// damageSealedIndexFiles damages the index files of the sealed segments of the log in
 // dir in one of several ways, chosen by rng: removed, cut short, bytes
 // flipped, zeroed, or garbage appended.
-func a3Damage(t *testing.T, dir string, rng *rand.Rand) {
+func damageSealedIndexFiles(t *testing.T, dir string, rng *rand.Rand) {
 	t.Helper()
 	bases, err := listSegments(dir)
 	if err != nil {
@@ -56,13 +56,13 @@ func a3Damage(t *testing.T, dir string, rng *rand.Rand) {
 	}
 }
 
-// TestAttack3ReadOnlyDamagedIndexesAcrossEvictions: a read-only log whose
+// TestReadOnlyDamagedIndexesAcrossEvictions: a read-only log whose
 // sealed segments' index files are damaged rebuilds their indexes in
 // memory; with MaxMappedSegments 1 every other lookup evicts and maps a
 // segment again from its damaged files. Reads, OffsetForTime, Records and
 // Verify, asked over and over in a random order, answer what a fresh
 // read-only open (that evicts nothing) answers.
-func TestAttack3ReadOnlyDamagedIndexesAcrossEvictions(t *testing.T) {
+func TestReadOnlyDamagedIndexesAcrossEvictions(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	round := 0
 	defer func() { t.Logf("%d rounds", round) }()
@@ -89,7 +89,7 @@ func TestAttack3ReadOnlyDamagedIndexesAcrossEvictions(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		a3Damage(t, dir, rng)
+		damageSealedIndexFiles(t, dir, rng)
 		ref := mustOpenRO(t, dir, Options{MaxMappedSegments: 1 << 20})
 		first, next := ref.First(), ref.Next()
 		refRep, err := ref.Verify(nil)

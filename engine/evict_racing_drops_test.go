@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// a3Mappings counts the mappings of files in dir in /proc/self/maps.
-func a3Mappings(t *testing.T, dir string) int {
+// countDirMappings counts the mappings of files in dir in /proc/self/maps.
+func countDirMappings(t *testing.T, dir string) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -28,14 +28,14 @@ func a3Mappings(t *testing.T, dir string) int {
 	return n
 }
 
-// TestAttack3EvictionRacesDropsHeldRecords: a log of many sealed segments
+// TestEvictRacingDropsKeepsHeldRecords: a log of many sealed segments
 // with one or two kept mapped; readers hold records (Read, Records,
 // OffsetForTime) for a while and check their bytes after other segments
 // were mapped, while DropBefore, retention, Truncate and appends run. The
 // held bytes never change, no read reports ErrCorrupt, every record
 // reads back afterwards, the map cache counts only segments of the log,
 // and Close leaves it empty and no mapping of the log's files.
-func TestAttack3EvictionRacesDropsHeldRecords(t *testing.T) {
+func TestEvictRacingDropsKeepsHeldRecords(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	round := 0
 	defer func() { t.Logf("%d rounds", round) }()
@@ -197,8 +197,7 @@ func TestAttack3EvictionRacesDropsHeldRecords(t *testing.T) {
 				rec.Release()
 			}
 			// Every entry of the map cache is a segment of the log that
-			// is mapped (the bound itself is not checked here: see the
-			// report of this attack).
+			// is mapped (the bound itself is not checked here).
 			lazy := 0
 			for _, s := range *l.segs.Load() {
 				if s.Lazy() {
@@ -215,7 +214,7 @@ func TestAttack3EvictionRacesDropsHeldRecords(t *testing.T) {
 		if m := l.cfg.Maps.Mapped(); m != 0 {
 			t.Fatalf("round %d: the map cache counts %d mapped after Close", round, m)
 		}
-		if n := a3Mappings(t, dir); n != 0 {
+		if n := countDirMappings(t, dir); n != 0 {
 			t.Fatalf("round %d: %d mappings of the log's files left after Close", round, n)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// TestRegressViewCutShortFollowsWriter: the newest segment file cut short
+// TestViewCutShortFollowsReopenedWriter: the newest segment file cut short
 // by hand below the recovery point log.recovery gives (a power failure),
 // after a writer that stopped without closing: the reader's view ends in
 // a missing range; it must converge on the writer that opens the log
 // again and appends, rolls and cuts.
-func TestRegressViewCutShortFollowsWriter(t *testing.T) {
+func TestViewCutShortFollowsReopenedWriter(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4096, Sync: SyncInterval, SyncInterval: time.Millisecond}
 	l := mustOpen(t, dir, opts)

@@ -13,10 +13,12 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-var a6iAll = flag.Bool("a6iall", false, "log every bad read instead of failing at the first")
+// inodeReuseAll (-inodereuse.all) makes
+// TestEvictTruncatedSegmentNotRemappedOnReusedInode log every bad read.
+var inodeReuseAll = flag.Bool("inodereuse.all", false, "log every bad read instead of failing at the first")
 
-// a6iIno returns the inode of path (0 when it is not there).
-func a6iIno(path string) uint64 {
+// pathInode returns the inode of path (0 when it is not there).
+func pathInode(path string) uint64 {
 	st, err := os.Stat(path)
 	if err != nil {
 		return 0
@@ -24,14 +26,14 @@ func a6iIno(path string) uint64 {
 	return inodeNumber(st)
 }
 
-// a6iBody is the body of a record at off of n bytes in generation gen.
-func a6iBody(off uint64, n int, gen uint32) []byte {
+// inodeReuseBody is the body of a record at off of n bytes in generation gen.
+func inodeReuseBody(off uint64, n int, gen uint32) []byte {
 	b := testBody(off, n)
 	b[8], b[9], b[10], b[11] = byte(gen>>24), byte(gen>>16), byte(gen>>8), byte(gen)
 	return b
 }
 
-type a6iRec struct {
+type inodeReuseRec struct {
 	n   int
 	gen uint32
 }
@@ -51,34 +53,34 @@ type a6iRec struct {
 // every round: the segments are then ones opened sealed, which never had
 // a descriptor. Both fail without the rule that a dropped segment is never
 // mapped again by name (ensureMapped).
-func TestAttack6TruncatedSegmentInodeReused(t *testing.T) {
-	t.Run("rolled", func(t *testing.T) { a6iTruncatedInodeReused(t, false) })
-	t.Run("opened", func(t *testing.T) { a6iTruncatedInodeReused(t, true) })
+func TestEvictTruncatedSegmentNotRemappedOnReusedInode(t *testing.T) {
+	t.Run("rolled", func(t *testing.T) { runTruncatedInodeReused(t, false) })
+	t.Run("opened", func(t *testing.T) { runTruncatedInodeReused(t, true) })
 }
 
-func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
+func runTruncatedInodeReused(t *testing.T, reopen bool) {
 	dir := t.TempDir()
 	opts := Options{SegmentBytes: 4 << 10, MaxMappedSegments: 1}
 	l := mustOpen(t, dir, opts)
 	defer func() { l.Close() }()
-	recs := map[uint64]a6iRec{}
+	recs := map[uint64]inodeReuseRec{}
 	gen := uint32(1)
 	rng := rand.New(rand.NewPCG(1, 2))
 	add := func(n int) {
 		t.Helper()
 		off := l.Next()
-		got, err := l.Append(a6iBody(off, n, gen))
+		got, err := l.Append(inodeReuseBody(off, n, gen))
 		if err != nil || got != off {
 			t.Fatalf("Append(%d): %d, %v", off, got, err)
 		}
-		recs[off] = a6iRec{n, gen}
+		recs[off] = inodeReuseRec{n, gen}
 	}
 	for range 60 {
 		add(100 + rng.IntN(400))
 	}
 	type heldSeg struct {
 		s    *segment.Segment
-		want map[uint64]a6iRec
+		want map[uint64]inodeReuseRec
 	}
 	var held []heldSeg
 	defer func() {
@@ -114,7 +116,7 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 			if dup || !s.Hold() { // a reader's Acquire, up to its mapping
 				continue
 			}
-			want := map[uint64]a6iRec{}
+			want := map[uint64]inodeReuseRec{}
 			for off := s.Base(); off < s.Next(); off++ {
 				want[off] = recs[off]
 			}
@@ -138,7 +140,7 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 		}
 		for _, h := range held {
 			s := h.s
-			if a6iIno(s.Path()) != s.FileID()[1] || l.a6iListed(s) {
+			if pathInode(s.Path()) != s.FileID()[1] || l.listsSegment(s) {
 				continue
 			}
 			hits++
@@ -151,9 +153,9 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 				w := h.want[off]
 				var why string
 				switch {
-				case err == nil && !bytes.Equal(v.Body, a6iBody(off, w.n, w.gen)):
+				case err == nil && !bytes.Equal(v.Body, inodeReuseBody(off, w.n, w.gen)):
 					cur := "not held by the log"
-					if r, ok := recs[off]; ok && bytes.Equal(v.Body, a6iBody(off, r.n, r.gen)) {
+					if r, ok := recs[off]; ok && bytes.Equal(v.Body, inodeReuseBody(off, r.n, r.gen)) {
 						cur = fmt.Sprintf("the record the log holds there now (generation %d)", r.gen)
 					}
 					why = fmt.Sprintf("%d bytes that are not the record it held (%d bytes, generation %d): %s", len(v.Body), w.n, w.gen, cur)
@@ -165,7 +167,7 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 				}
 				msg := fmt.Sprintf("iteration %d: segment %d, cut by a Truncate, its file's inode %d now %s: Read(%d) gave %s",
 					iter, s.Base(), s.FileID()[1], s.Path(), off, why)
-				if *a6iAll {
+				if *inodeReuseAll {
 					t.Log(msg)
 				} else if err != nil && corrupt == "" {
 					corrupt = msg
@@ -182,8 +184,8 @@ func a6iTruncatedInodeReused(t *testing.T, reopen bool) {
 	}
 }
 
-// a6iListed reports whether s is in the log's list.
-func (l *Log) a6iListed(s *segment.Segment) bool {
+// listsSegment reports whether s is in the log's list.
+func (l *Log) listsSegment(s *segment.Segment) bool {
 	for _, x := range *l.segs.Load() {
 		if x == s {
 			return true

@@ -21,16 +21,16 @@ import (
 // once, as trimmed, naming the right offsets, and every record still in
 // the log comes, in order, with its body.
 
-// e10Walk reads with ReadNext from offset from to end (ctx bounds a wait
+// walkReadNext reads with ReadNext from offset from to end (ctx bounds a wait
 // at the end) and returns the records and reports in order.
-type e10Step struct {
+type readNextStep struct {
 	off, next uint64
 	err       error
 }
 
-func e10Walk(t *testing.T, r *Log, from, end uint64) []e10Step {
+func walkReadNext(t *testing.T, r *Log, from, end uint64) []readNextStep {
 	t.Helper()
-	var steps []e10Step
+	var steps []readNextStep
 	off := from
 	for deadline := time.Now().Add(20 * time.Second); off < end; {
 		if time.Now().After(deadline) {
@@ -40,7 +40,7 @@ func e10Walk(t *testing.T, r *Log, from, end uint64) []e10Step {
 		rec, next, err := r.ReadNext(ctx, off)
 		cancel()
 		if err == nil {
-			if verr := a6Valid(rec, off); verr != nil {
+			if verr := checkGenerationBody(rec, off); verr != nil {
 				err = verr
 			}
 			rec.Release()
@@ -51,16 +51,16 @@ func e10Walk(t *testing.T, r *Log, from, end uint64) []e10Step {
 		if next <= off {
 			t.Fatalf("ReadNext(%d): next %d does not move on (%v)", off, next, err)
 		}
-		steps = append(steps, e10Step{off, next, err})
+		steps = append(steps, readNextStep{off, next, err})
 		off = next
 	}
 	return steps
 }
 
-// e10Check checks a walk over a log whose writer dropped every offset
+// checkReadNextWalk checks a walk over a log whose writer dropped every offset
 // below first: trimmed reports, none of which reaches first, then every
 // record from first to end.
-func e10Check(t *testing.T, steps []e10Step, first, end uint64) {
+func checkReadNextWalk(t *testing.T, steps []readNextStep, first, end uint64) {
 	t.Helper()
 	want := first
 	trimmed := 0
@@ -93,14 +93,14 @@ func e10Check(t *testing.T, steps []e10Step, first, end uint64) {
 	}
 }
 
-// e10Dropped builds a log of n segments, opens it read-only with the
+// readOnlyBesideDrops builds a log of n segments, opens it read-only with the
 // given bound (prepare runs on the reader then), and drops the writer's
 // three oldest segments (with recycle, until a dropped file was reused).
-func e10Dropped(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (r *Log, first, end uint64) {
+func readOnlyBesideDrops(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (r *Log, first, end uint64) {
 	t.Helper()
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: recycle})
-	a6Fill(t, w, n)
+	fillGenerationSegments(t, w, n)
 	r = mustOpenRO(t, dir, Options{MaxMappedSegments: maxMapped})
 	if prepare != nil {
 		prepare(r)
@@ -116,7 +116,7 @@ func e10Dropped(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}
-			if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+			if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -124,17 +124,23 @@ func e10Dropped(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (
 	return r, first, end
 }
 
-func TestAttack10ReadNextUnmappedDropped(t *testing.T) {
+// Segments a read-only log never mapped (one sealed segment kept mapped)
+// dropped by the writer, with and without reuse of their files: ReadNext
+// reports the dropped range as trimmed, then gives every record left.
+func TestReadNextReadOnlyUnmappedSegmentsDropped(t *testing.T) {
 	for _, recycle := range []int{0, 2} {
 		t.Run(fmt.Sprint("recycle=", recycle), func(t *testing.T) {
-			r, first, end := e10Dropped(t, 8, 1, recycle, nil)
-			e10Check(t, e10Walk(t, r, 0, end), first, end)
+			r, first, end := readOnlyBesideDrops(t, 8, 1, recycle, nil)
+			checkReadNextWalk(t, walkReadNext(t, r, 0, end), first, end)
 		})
 	}
 }
 
-func TestAttack10ReadNextEvictedDropped(t *testing.T) {
-	r, first, end := e10Dropped(t, 10, 2, 2, func(r *Log) {
+// Segments mapped by a first read, evicted by the map cache (two kept
+// mapped), then dropped and their files reused: ReadNext reports them as
+// trimmed and gives every record left.
+func TestReadNextReadOnlyEvictedSegmentsDropped(t *testing.T) {
+	r, first, end := readOnlyBesideDrops(t, 10, 2, 2, func(r *Log) {
 		for off := r.First(); off < r.Next(); off++ {
 			rec, err := r.Read(off)
 			if err != nil {
@@ -146,7 +152,7 @@ func TestAttack10ReadNextEvictedDropped(t *testing.T) {
 			t.Fatalf("%d segments mapped after the first read, want at most 2", m)
 		}
 	})
-	e10Check(t, e10Walk(t, r, 0, end), first, end)
+	checkReadNextWalk(t, walkReadNext(t, r, 0, end), first, end)
 }
 
 // The segment a read-only log opened as its newest (the writer's active
@@ -155,12 +161,12 @@ func TestAttack10ReadNextEvictedDropped(t *testing.T) {
 // segment of the reader was dropped, with the reader's range of it, and
 // never that a record is damaged. ReadNext, which waits, goes on at what
 // the writer holds now.
-func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
+func TestReadNextReadOnlyActiveDroppedAfterRolls(t *testing.T) {
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 16})
-	a6Fill(t, w, 3)
+	fillGenerationSegments(t, w, 3)
 	for range 5 {
-		if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+		if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +187,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 		files[s.Base()] = fi
 	}
 	for len(*w.segs.Load()) < 8 {
-		if _, err := w.Append(a6Body(w.Next(), 0)); err != nil {
+		if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,11 +198,11 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 	}
 	// Rolls until the files of the reader's segments from from on come
 	// back under later names (every dropped file is kept for reuse).
-	for deadline := time.Now().Add(time.Minute); !e10Reused(t, dir, files); {
+	for deadline := time.Now().Add(time.Minute); !filesReusedLater(t, dir, files); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reader's segments' files were never reused: %+v", w.Stats())
 		}
-		if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+		if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,18 +210,18 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 
 	// Records: one report per segment of the reader from from on, with
 	// its range, then the end (the reader keeps what it has).
-	done := make(chan []e10Rep, 1)
+	done := make(chan []droppedReport, 1)
 	go func() {
-		var reps []e10Rep
+		var reps []droppedReport
 		for rec, err := range r.Records(from) {
-			reps = append(reps, e10Rep{rec.Offset, err})
+			reps = append(reps, droppedReport{rec.Offset, err})
 			if len(reps) > 10000 {
 				break
 			}
 		}
 		done <- reps
 	}()
-	var reps []e10Rep
+	var reps []droppedReport
 	select {
 	case reps = <-done:
 	case <-time.After(20 * time.Second):
@@ -250,7 +256,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 	}
 
 	// ReadNext waits past the reader's end: it follows the writer again.
-	var steps []e10Step
+	var steps []readNextStep
 	off := from
 	for deadline := time.Now().Add(20 * time.Second); off < wnext; {
 		if time.Now().After(deadline) {
@@ -260,7 +266,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 		rec, next, err := r.ReadNext(ctx, off)
 		cancel()
 		if err == nil {
-			if verr := a6Valid(rec, off); verr != nil {
+			if verr := checkGenerationBody(rec, off); verr != nil {
 				t.Fatal(verr)
 			}
 			rec.Release()
@@ -272,7 +278,7 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 		if next <= off {
 			t.Fatalf("ReadNext(%d): next %d", off, next)
 		}
-		steps = append(steps, e10Step{off, next, err})
+		steps = append(steps, readNextStep{off, next, err})
 		off = next
 	}
 	if steps[len(steps)-1].err != nil {
@@ -280,16 +286,16 @@ func TestAttack10ActiveDroppedAfterRolls(t *testing.T) {
 	}
 }
 
-type e10Rep struct {
+type droppedReport struct {
 	off uint64
 	err error
 }
 
-func (r e10Rep) String() string { return fmt.Sprintf("%d: %v", r.off, r.err) }
+func (r droppedReport) String() string { return fmt.Sprintf("%d: %v", r.off, r.err) }
 
-// e10Reused reports whether each of files (by the base it had) is now the
+// filesReusedLater reports whether each of files (by the base it had) is now the
 // file of a segment with a greater base: reused.
-func e10Reused(t *testing.T, dir string, files map[uint64]os.FileInfo) bool {
+func filesReusedLater(t *testing.T, dir string, files map[uint64]os.FileInfo) bool {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*"+segment.LogSuffix))
 	if err != nil {

@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// A regression test (it faulted or failed before the fix); what went wrong:
-// The interleaving of Log.Read (acquire: load the segment list, pick the
-// segment, Acquire it) with DropBefore of a sealed segment that is not
-// mapped (a log with MaxMappedSegments, reopened): the reader loaded the
-// list before the drop published the new one; the drop removes the files;
-// the reader's Acquire succeeds (the log's reference is given back only
-// after every file went) and maps a file that is gone: the Read reports
-// ErrCorrupt "cannot be mapped", not ErrTrimmed.
-func TestRegressReadRacingDropReportsCorrupt(t *testing.T) {
+// TestReadRacingDropOfUnmappedSegmentNotCorrupt: Log.Read (acquire: load
+// the segment list, pick the segment, Acquire it) interleaved with
+// DropBefore of a sealed segment that is not mapped (a log with
+// MaxMappedSegments, reopened): the reader loaded the list before the drop
+// published the new one; the drop removes the files; the reader's Acquire
+// succeeds (the log's reference is given back only after every file went)
+// and maps a file that is gone. The Read must report the offset trimmed
+// (or not found), never ErrCorrupt "cannot be mapped": the records were
+// dropped, not damaged.
+func TestReadRacingDropOfUnmappedSegmentNotCorrupt(t *testing.T) {
 	l := reopenOneMapped(t, 100)
 	segs := *l.segs.Load() // the reader's look at the list
 	s := floorSegment(segs, 0)

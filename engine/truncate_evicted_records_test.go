@@ -9,7 +9,7 @@ import (
 // below the cut is renamed over its name. The records below the cut are
 // still the log's; Records from the segment's base must give them all,
 // not skip the segment as gone.
-func TestAttack10TruncateEvictedSkipsRecords(t *testing.T) {
+func TestTruncateEvictedSegmentKeepsRecordsBelowCut(t *testing.T) {
 	r, base, cut := readOnlyEvictedCut(t)
 	want := base
 	for rec, err := range r.Records(base) {

@@ -10,10 +10,10 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a2OldOffsetForTime is OffsetForTime as it was before sealed segments
+// offsetForTimeFullWalk is OffsetForTime as it was before sealed segments
 // were passed over on their known time-index end: every segment acquired,
 // its time index searched, from the oldest on.
-func a2OldOffsetForTime(l *Log, t time.Time) uint64 {
+func offsetForTimeFullWalk(l *Log, t time.Time) uint64 {
 	ms := t.UnixMilli()
 	segs := *l.segs.Load()
 	answer := l.First()
@@ -35,16 +35,16 @@ func a2OldOffsetForTime(l *Log, t time.Time) uint64 {
 	return max(answer, l.First())
 }
 
-// a2Clock is an injected clock for Options.now.
-type a2Clock struct{ ms int64 }
+// offsetTimeClock is an injected clock for Options.now.
+type offsetTimeClock struct{ ms int64 }
 
-func (c *a2Clock) now() time.Time { return time.UnixMilli(c.ms) }
+func (c *offsetTimeClock) now() time.Time { return time.UnixMilli(c.ms) }
 
-// a2FillBackwards appends n records to l, moving its clock on by a few
+// fillClockBack appends n records to l, moving its clock on by a few
 // milliseconds now and then, and back by up to back ms at each roll (a
 // clock that goes back between segments). It returns the lowest and the
 // highest time used.
-func a2FillBackwards(t *testing.T, l *Log, c *a2Clock, n int, back int64, rng *rand.Rand) (lo, hi int64) {
+func fillClockBack(t *testing.T, l *Log, c *offsetTimeClock, n int, back int64, rng *rand.Rand) (lo, hi int64) {
 	t.Helper()
 	lo, hi = c.ms, c.ms
 	segs := len(*l.segs.Load())
@@ -67,12 +67,12 @@ func a2FillBackwards(t *testing.T, l *Log, c *a2Clock, n int, back int64, rng *r
 	return lo, hi
 }
 
-// a2Compare asks OffsetForTime for up to 150 milliseconds of [lo-3, hi+3]
+// compareWithFullWalk asks OffsetForTime for up to 150 milliseconds of [lo-3, hi+3]
 // (every one when there are fewer), in a random order, twice, and each
 // answer must be the old algorithm's,
 // asked right after it (which reads every segment's time index, and so
 // refreshes what the new one may pass over on).
-func a2Compare(t *testing.T, what string, l *Log, lo, hi int64, rng *rand.Rand) {
+func compareWithFullWalk(t *testing.T, what string, l *Log, lo, hi int64, rng *rand.Rand) {
 	t.Helper()
 	var qs []int64
 	for q := lo - 3; q <= hi+3; q++ {
@@ -85,7 +85,7 @@ func a2Compare(t *testing.T, what string, l *Log, lo, hi int64, rng *rand.Rand) 
 			if err != nil {
 				t.Fatalf("%s: OffsetForTime(%d): %v", what, q, err)
 			}
-			want := a2OldOffsetForTime(l, time.UnixMilli(q))
+			want := offsetForTimeFullWalk(l, time.UnixMilli(q))
 			if got != want {
 				t.Fatalf("%s, round %d: OffsetForTime(%d) = %d, the walk over every segment says %d (segments %d, mapped %d)",
 					what, round, q, got, want, len(*l.segs.Load()), l.cfg.Maps.Mapped())
@@ -99,22 +99,22 @@ func a2Compare(t *testing.T, what string, l *Log, lo, hi int64, rng *rand.Rand) 
 	}
 }
 
-// TestAttack2OffsetForTimeClockBack: a clock that goes back between
+// TestOffsetForTimeClockBackMatchesFullWalk: a clock that goes back between
 // segments, asked on the live log, after a reopen with one or two
 // segments mapped, and after a reopen with another index spacing (every
 // sealed segment's index rebuilt at its first lookup).
-func TestAttack2OffsetForTimeClockBack(t *testing.T) {
+func TestOffsetForTimeClockBackMatchesFullWalk(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	c := &a2Clock{ms: 1_700_000_000_000}
+	c := &offsetTimeClock{ms: 1_700_000_000_000}
 	opts := Options{SegmentBytes: 6 << 10, IndexIntervalBytes: 512}
 	opts.now = c.now
 	dir := t.TempDir()
 	l := mustOpen(t, dir, opts)
-	lo, hi := a2FillBackwards(t, l, c, 1500, 40, rng)
+	lo, hi := fillClockBack(t, l, c, 1500, 40, rng)
 	if n := len(*l.segs.Load()); n < 20 {
 		t.Fatalf("only %d segments", n)
 	}
-	a2Compare(t, "live", l, lo, hi, rng)
+	compareWithFullWalk(t, "live", l, lo, hi, rng)
 	for _, o := range []struct {
 		maps, interval int
 	}{{1, 512}, {2, 200}, {1, 2048}} {
@@ -123,22 +123,22 @@ func TestAttack2OffsetForTimeClockBack(t *testing.T) {
 		}
 		opts.MaxMappedSegments, opts.IndexIntervalBytes = o.maps, o.interval
 		l = mustOpen(t, dir, opts)
-		a2Compare(t, "reopened", l, lo, hi, rng)
+		compareWithFullWalk(t, "reopened", l, lo, hi, rng)
 		// Appends after the reopen, the clock back again.
 		c.ms -= 30
-		l2, h2 := a2FillBackwards(t, l, c, 100, 40, rng)
+		l2, h2 := fillClockBack(t, l, c, 100, 40, rng)
 		lo, hi = min(lo, l2), max(hi, h2)
-		a2Compare(t, "reopened and appended", l, lo, hi, rng)
+		compareWithFullWalk(t, "reopened and appended", l, lo, hi, rng)
 	}
 }
 
-// a2DamageTimeIndexes damages the .timeindex files of the sealed segments
+// damageTimeIndexFiles damages the .timeindex files of the sealed segments
 // of the log in dir in turn: removed, cut short by one entry and a half,
 // emptied, garbage appended, and every fifth one left. A rebuild takes
 // the .log file's modification time for the entries it cannot keep: each
 // damaged segment's is set to a time in [lo, hi], so that rebuilt entries
 // fall among the others.
-func a2DamageTimeIndexes(t *testing.T, dir string, lo, hi int64, rng *rand.Rand) {
+func damageTimeIndexFiles(t *testing.T, dir string, lo, hi int64, rng *rand.Rand) {
 	t.Helper()
 	bases, err := listSegments(dir)
 	if err != nil {
@@ -172,33 +172,33 @@ func a2DamageTimeIndexes(t *testing.T, dir string, lo, hi int64, rng *rand.Rand)
 	}
 }
 
-// TestAttack2OffsetForTimeDamagedTimeIndex: time indexes damaged on disk
+// TestOffsetForTimeDamagedTimeIndexMatchesFullWalk: time indexes damaged on disk
 // are rebuilt at their first lookup and written back. With one or two
 // segments mapped, segments are evicted and mapped again between
 // questions: the answers must stay the walk's. A read-only log of the
 // same segments, undamaged, with one segment mapped, answers alike.
-func TestAttack2OffsetForTimeDamagedTimeIndex(t *testing.T) {
+func TestOffsetForTimeDamagedTimeIndexMatchesFullWalk(t *testing.T) {
 	for _, maps := range []int{1, 2} {
 		t.Run(fmt.Sprint(maps), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(maps), 7))
-			c := &a2Clock{ms: time.Now().Add(-time.Hour).UnixMilli()}
+			c := &offsetTimeClock{ms: time.Now().Add(-time.Hour).UnixMilli()}
 			opts := Options{SegmentBytes: 6 << 10, IndexIntervalBytes: 512}
 			opts.now = c.now
 			dir := t.TempDir()
 			w := mustOpen(t, dir, opts)
-			lo, hi := a2FillBackwards(t, w, c, 1000, 25, rng)
+			lo, hi := fillClockBack(t, w, c, 1000, 25, rng)
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
 			opts.MaxMappedSegments = maps
 			ro := mustOpenRO(t, dir, opts)
-			a2Compare(t, "read-only", ro, lo, hi, rng)
+			compareWithFullWalk(t, "read-only", ro, lo, hi, rng)
 			if err := ro.Close(); err != nil {
 				t.Fatal(err)
 			}
-			a2DamageTimeIndexes(t, dir, lo, hi, rng)
+			damageTimeIndexFiles(t, dir, lo, hi, rng)
 			l := mustOpen(t, dir, opts)
-			a2Compare(t, "damaged", l, lo, hi, rng)
+			compareWithFullWalk(t, "damaged", l, lo, hi, rng)
 		})
 	}
 }

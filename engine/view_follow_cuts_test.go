@@ -13,22 +13,22 @@ import (
 	"github.com/pagelog/pagelog/internal/segment"
 )
 
-// a3Body is testBody with the writer's epoch (bumped at every cut and
+// epochBody is testBody with the writer's epoch (bumped at every cut and
 // reopen) in bytes 8..12: a record of an older epoch at the same offset
 // tells a stale record from the writer's.
-func a3Body(off uint64, n int, epoch uint32) []byte {
+func epochBody(off uint64, n int, epoch uint32) []byte {
 	b := testBody(off, max(n, 12))
 	binary.BigEndian.PutUint32(b[8:12], epoch)
 	return b
 }
 
-// TestAttack3ReadOnlyFollowsWriter: a writer in the same process appends,
+// TestFollowWriterThroughCutsAndReopens: a writer in the same process appends,
 // rolls, truncates, closes cleanly, is cut short (its newest file ends
 // inside a record) and reopens, while a log opened read-only (opened at
 // different moments) follows it and a reader goroutine reads from it.
 // After each step the read-only log converges: the same Next, and every
 // offset it holds reads the writer's record, not one the writer cut.
-func TestAttack3ReadOnlyFollowsWriter(t *testing.T) {
+func TestFollowWriterThroughCutsAndReopens(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	round := 0
 	defer func() { t.Logf("%d rounds", round) }()
@@ -48,7 +48,7 @@ func TestAttack3ReadOnlyFollowsWriter(t *testing.T) {
 		add := func(n int) {
 			for range n {
 				off := w.Next()
-				if _, err := w.Append(a3Body(off, 12+rng.IntN(100), epoch)); err != nil {
+				if _, err := w.Append(epochBody(off, 12+rng.IntN(100), epoch)); err != nil {
 					t.Fatalf("round %d: Append: %v", round, err)
 				}
 			}
@@ -143,8 +143,8 @@ func TestAttack3ReadOnlyFollowsWriter(t *testing.T) {
 					epoch++
 					// Past the newest segment's base: a cut at or below it
 					// removes that segment's file, and the follower takes
-					// that for a drop and stops following (a known bug,
-					// not attacked here).
+					// that for a drop and stops following (a known
+					// limit, not exercised here).
 					lo := segs[len(segs)-1].Base() + 1
 					at := w.Next() - 1 - rng.Uint64N(min(w.Next()-lo, 50))
 					what = "a truncate at " + itoa(int64(at)) + " from " + itoa(int64(w.Next())) + ", reader at " + itoa(int64(ro.Next()))

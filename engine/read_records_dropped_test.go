@@ -17,30 +17,30 @@ import (
 // trimmed) and go on at the first segment still there; they must not
 // spin on the segment.
 
-// a10Item is one yield of an iterator.
-type a10Item struct {
+// droppedIterItem is one yield of an iterator.
+type droppedIterItem struct {
 	off uint64
 	err error
 }
 
-// a10Collect runs seq in a goroutine and returns what it yielded (at most
+// collectDroppedIter runs seq in a goroutine and returns what it yielded (at most
 // max items), or fails when it has not ended by the deadline; then it
 // closes r, which ends the iteration.
-func a10Collect(t *testing.T, r *Log, what string, seq iter.Seq2[Record, error], max int) []a10Item {
-	return a10CollectAs(t, r, what, seq, max, true)
+func collectDroppedIter(t *testing.T, r *Log, what string, seq iter.Seq2[Record, error], max int) []droppedIterItem {
+	return collectDroppedIterAs(t, r, what, seq, max, true)
 }
 
-// a10CollectAs is a10Collect; validate says whether the records' bodies
-// are checked (a6Valid).
-func a10CollectAs(t *testing.T, r *Log, what string, seq iter.Seq2[Record, error], max int, validate bool) []a10Item {
+// collectDroppedIterAs is collectDroppedIter; validate says whether the records' bodies
+// are checked (checkGenerationBody).
+func collectDroppedIterAs(t *testing.T, r *Log, what string, seq iter.Seq2[Record, error], max int, validate bool) []droppedIterItem {
 	t.Helper()
-	done := make(chan []a10Item, 1)
+	done := make(chan []droppedIterItem, 1)
 	go func() {
-		var items []a10Item
+		var items []droppedIterItem
 		for rec, err := range seq {
-			items = append(items, a10Item{rec.Offset, err})
+			items = append(items, droppedIterItem{rec.Offset, err})
 			if err == nil && validate {
-				if verr := a6Valid(rec, rec.Offset); verr != nil {
+				if verr := checkGenerationBody(rec, rec.Offset); verr != nil {
 					items[len(items)-1].err = fmt.Errorf("bad body: %w", verr)
 				}
 			}
@@ -56,12 +56,12 @@ func a10CollectAs(t *testing.T, r *Log, what string, seq iter.Seq2[Record, error
 	case <-time.After(15 * time.Second):
 		_ = r.Close()
 		items := <-done
-		t.Fatalf("%s never ended: yielded %d items in 15s (last %v) and spun until the log was closed", what, len(items), a10Last(items))
+		t.Fatalf("%s never ended: yielded %d items in 15s (last %v) and spun until the log was closed", what, len(items), lastDroppedIterItem(items))
 		return nil
 	}
 }
 
-func a10Last(items []a10Item) any {
+func lastDroppedIterItem(items []droppedIterItem) any {
 	if len(items) == 0 {
 		return "none"
 	}
@@ -69,11 +69,11 @@ func a10Last(items []a10Item) any {
 	return fmt.Sprintf("%d: %v", it.off, it.err)
 }
 
-// a10CheckRecords checks what Records yielded from 0 over a log whose
+// checkRecordsAfterDrop checks what Records yielded from 0 over a log whose
 // writer dropped every offset below first: one trimmed report at most
 // (the lazy segments' drop: none when the iterator starts above them),
 // then every record from first to end, in order.
-func a10CheckRecords(t *testing.T, what string, items []a10Item, first, end uint64) {
+func checkRecordsAfterDrop(t *testing.T, what string, items []droppedIterItem, first, end uint64) {
 	t.Helper()
 	want := first
 	trimmed := 0
@@ -100,14 +100,14 @@ func a10CheckRecords(t *testing.T, what string, items []a10Item, first, end uint
 	}
 }
 
-// a10DropCase builds a log of n segments, opens it read-only with the
+// readOnlyLazyDropCase builds a log of n segments, opens it read-only with the
 // given bound, lets prepare run on the reader (to map and evict), and
 // drops the writer's segments below the fourth.
-func a10DropCase(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (r *Log, first, end uint64) {
+func readOnlyLazyDropCase(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) (r *Log, first, end uint64) {
 	t.Helper()
 	dir := t.TempDir()
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: recycle})
-	a6Fill(t, w, n)
+	fillGenerationSegments(t, w, n)
 	r = mustOpenRO(t, dir, Options{MaxMappedSegments: maxMapped})
 	if prepare != nil {
 		prepare(r)
@@ -124,7 +124,7 @@ func a10DropCase(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) 
 			if time.Now().After(deadline) {
 				t.Fatalf("no dropped file reused: %+v", w.Stats())
 			}
-			if _, err := w.Append(a6Body(w.Next(), 1)); err != nil {
+			if _, err := w.Append(generationBody(w.Next(), 1)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -132,19 +132,24 @@ func a10DropCase(t *testing.T, n, maxMapped, recycle int, prepare func(r *Log)) 
 	return r, first, end
 }
 
-func TestAttack10RecordsLazyDropped(t *testing.T) {
+// Segments past the bound at the open (never mapped) dropped by the
+// writer, with and without reuse of their files: Records reports them once
+// as trimmed and gives every record from the first one left.
+func TestRecordsReadOnlyLazySegmentsDropped(t *testing.T) {
 	for _, recycle := range []int{0, 2} {
 		t.Run(fmt.Sprint("recycle=", recycle), func(t *testing.T) {
-			r, first, end := a10DropCase(t, 8, 1, recycle, nil)
-			items := a10Collect(t, r, "Records", r.Records(0), 100000)
-			a10CheckRecords(t, "Records", items, first, end)
+			r, first, end := readOnlyLazyDropCase(t, 8, 1, recycle, nil)
+			items := collectDroppedIter(t, r, "Records", r.Records(0), 100000)
+			checkRecordsAfterDrop(t, "Records", items, first, end)
 		})
 	}
 }
 
-func TestAttack10RecordsWithAttrsLazyDropped(t *testing.T) {
-	r, first, _ := a10DropCase(t, 8, 1, 0, nil)
-	items := a10Collect(t, r, "RecordsWithAttrs", r.RecordsWithAttrs(0), 100000)
+// The same for RecordsWithAttrs: it ends, reports nothing but ErrTrimmed,
+// and gives no record of a dropped segment.
+func TestRecordsWithAttrsReadOnlyLazySegmentsDropped(t *testing.T) {
+	r, first, _ := readOnlyLazyDropCase(t, 8, 1, 0, nil)
+	items := collectDroppedIter(t, r, "RecordsWithAttrs", r.RecordsWithAttrs(0), 100000)
 	for _, it := range items {
 		if it.err != nil && !errors.Is(it.err, ErrTrimmed) {
 			t.Fatalf("RecordsWithAttrs: at %d: %v", it.off, it.err)
@@ -157,8 +162,8 @@ func TestAttack10RecordsWithAttrsLazyDropped(t *testing.T) {
 
 // Segments mapped by a first read, then evicted by the map cache to map
 // others, then dropped: mapped again by name when Records comes back.
-func TestAttack10RecordsEvictedDropped(t *testing.T) {
-	r, first, end := a10DropCase(t, 10, 2, 0, func(r *Log) {
+func TestRecordsReadOnlyEvictedSegmentsDropped(t *testing.T) {
+	r, first, end := readOnlyLazyDropCase(t, 10, 2, 0, func(r *Log) {
 		for rec, err := range r.Records(0) {
 			if err != nil {
 				t.Fatalf("first read at %d: %v", rec.Offset, err)
@@ -168,21 +173,23 @@ func TestAttack10RecordsEvictedDropped(t *testing.T) {
 			t.Fatalf("%d segments mapped after the first read, want at most 2", m)
 		}
 	})
-	items := a10Collect(t, r, "Records", r.Records(0), 100000)
-	a10CheckRecords(t, "Records", items, first, end)
+	items := collectDroppedIter(t, r, "Records", r.Records(0), 100000)
+	checkRecordsAfterDrop(t, "Records", items, first, end)
 }
 
 // The default bound: a log of more sealed segments than 128 whose oldest
 // ones the writer drops (retention, DropBefore) before a dump reaches
 // them.
-func TestAttack10RecordsDefaultBoundDropped(t *testing.T) {
-	r, first, end := a10DropCase(t, DefaultMaxMappedSegments+8, 0, 0, nil)
-	items := a10Collect(t, r, "Records", r.Records(0), 1<<20)
-	a10CheckRecords(t, "Records", items, first, end)
+func TestRecordsReadOnlyDefaultBoundSegmentsDropped(t *testing.T) {
+	r, first, end := readOnlyLazyDropCase(t, DefaultMaxMappedSegments+8, 0, 0, nil)
+	items := collectDroppedIter(t, r, "Records", r.Records(0), 1<<20)
+	checkRecordsAfterDrop(t, "Records", items, first, end)
 }
 
-func TestAttack10InspectLazyDropped(t *testing.T) {
-	r, first, end := a10DropCase(t, 8, 1, 0, nil)
+// The same for Inspect: it ends at the log's end, and every record from
+// the first one left is whole.
+func TestInspectReadOnlyLazySegmentsDropped(t *testing.T) {
+	r, first, end := readOnlyLazyDropCase(t, 8, 1, 0, nil)
 	seq := func(yield func(Record, error) bool) {
 		for ri := range r.Inspect(0) {
 			var err error
@@ -194,7 +201,7 @@ func TestAttack10InspectLazyDropped(t *testing.T) {
 			}
 		}
 	}
-	items := a10CollectAs(t, r, "Inspect", seq, 100000, false)
+	items := collectDroppedIterAs(t, r, "Inspect", seq, 100000, false)
 	last := uint64(0)
 	for _, it := range items {
 		if it.off >= first && it.err != nil {

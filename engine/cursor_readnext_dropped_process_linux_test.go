@@ -24,23 +24,23 @@ import (
 // report is of dropped offsets (a fresh open's first record lies past
 // them), and none is of damage.
 
-const e10EnvDir = "PAGELOG_A10_WRITER_DIR"
+const droppingWriterEnvDir = "PAGELOG_DROPPING_WRITER_DIR"
 
-// TestAttack10DropWriterChild is the writer of
-// TestAttack10DroppedBesideProcess: it appends until its stdin closes.
-func TestAttack10DropWriterChild(t *testing.T) {
-	dir := os.Getenv(e10EnvDir)
+// TestReadNextBesideDroppingProcessChild is the writer of
+// TestReadNextBesideDroppingProcess: it appends until its stdin closes.
+func TestReadNextBesideDroppingProcessChild(t *testing.T) {
+	dir := os.Getenv(droppingWriterEnvDir)
 	if dir == "" {
-		t.Skip("a child of TestAttack10DroppedBesideProcess")
+		t.Skip("a child of TestReadNextBesideDroppingProcess")
 	}
-	if err := e10Writer(dir); err != nil {
+	if err := runDroppingWriter(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "writer:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-func e10Writer(dir string) error {
+func runDroppingWriter(dir string) error {
 	l, err := Open(dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func e10Writer(dir string) error {
 	fmt.Println("open")
 	for i := 0; !stop.Load(); i++ {
 		off := l.Next()
-		if _, err := l.Append(a6Body(off, 0)); err != nil {
+		if _, err := l.Append(generationBody(off, 0)); err != nil {
 			return err
 		}
 		if segs := *l.segs.Load(); len(segs) > 3 {
@@ -68,8 +68,8 @@ func e10Writer(dir string) error {
 	return l.Close()
 }
 
-// e10Reader is what one reader found.
-type e10Reader struct {
+// droppingReaderResult is what one reader found.
+type droppingReaderResult struct {
 	name    string
 	records atomic.Int64
 	reports atomic.Int64
@@ -77,9 +77,9 @@ type e10Reader struct {
 	err     error
 }
 
-// e10First returns the first offset of the log in dir as a read-only
+// firstOffsetNow returns the first offset of the log in dir as a read-only
 // open finds it now (0 when it cannot be opened).
-func e10First(dir string) uint64 {
+func firstOffsetNow(dir string) uint64 {
 	l, err := OpenReadOnly(dir, Options{})
 	if err != nil {
 		return 0
@@ -88,10 +88,10 @@ func e10First(dir string) uint64 {
 	return l.First()
 }
 
-func TestAttack10DroppedBesideProcess(t *testing.T) {
+func TestReadNextBesideDroppingProcess(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAttack10DropWriterChild$", "-test.count=1", "-test.v=false")
-	cmd.Env = append(os.Environ(), e10EnvDir+"="+dir)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReadNextBesideDroppingProcessChild$", "-test.count=1", "-test.v=false")
+	cmd.Env = append(os.Environ(), droppingWriterEnvDir+"="+dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -131,10 +131,10 @@ func TestAttack10DroppedBesideProcess(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	var readers []*e10Reader
+	var readers []*droppingReaderResult
 	// read runs one reader: next reads at off and returns what ReadNext
 	// does.
-	read := func(r *e10Reader, pause time.Duration, next func(ctx context.Context, off uint64) (Record, uint64, error), start uint64) {
+	read := func(r *droppingReaderResult, pause time.Duration, next func(ctx context.Context, off uint64) (Record, uint64, error), start uint64) {
 		defer wg.Done()
 		off := start
 		for ctx.Err() == nil {
@@ -145,7 +145,7 @@ func TestAttack10DroppedBesideProcess(t *testing.T) {
 			case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 				continue
 			case err == nil:
-				verr := a6Valid(rec, off)
+				verr := checkGenerationBody(rec, off)
 				rec.Release()
 				if verr != nil {
 					// The writer may reuse the file of a segment whose
@@ -153,7 +153,7 @@ func TestAttack10DroppedBesideProcess(t *testing.T) {
 					// bytes may change under the record (see
 					// Options.RecycleSegments). Not so for a record still
 					// in the log.
-					if first := e10First(dir); first <= off {
+					if first := firstOffsetNow(dir); first <= off {
 						r.err = fmt.Errorf("%s: %w (the log starts at %d)", r.name, verr, first)
 						failed.Store(true)
 						return
@@ -180,12 +180,12 @@ func TestAttack10DroppedBesideProcess(t *testing.T) {
 			}
 		}
 	}
-	c, err := OpenCursor(dir, "a10", CursorOptions{})
+	c, err := OpenCursor(dir, "dropped", CursorOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cr := &e10Reader{name: "cursor"}
+	cr := &droppingReaderResult{name: "cursor"}
 	readers = append(readers, cr)
 	wg.Add(1)
 	go read(cr, 300*time.Microsecond, func(ctx context.Context, off uint64) (Record, uint64, error) {
@@ -201,7 +201,7 @@ func TestAttack10DroppedBesideProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		r := &e10Reader{name: fmt.Sprintf("read-only %d (MaxMappedSegments %d)", i, maxMapped)}
+		r := &droppingReaderResult{name: fmt.Sprintf("read-only %d (MaxMappedSegments %d)", i, maxMapped)}
 		readers = append(readers, r)
 		wg.Add(1)
 		go read(r, time.Duration(i+1)*time.Millisecond, l.ReadNext, l.First())

@@ -20,7 +20,7 @@ import (
 // (of a file the failure removes) must go too, or each failed roll keeps
 // a mapping and the disk blocks of a removed file until the process
 // ends, on the very disk that is full.
-func TestAttack9FailedCreateUnmapsOffsetIndex(t *testing.T) {
+func TestRollFailedCreateUnmapsOffsetIndex(t *testing.T) {
 	dir := t.TempDir()
 	var full atomic.Bool
 	var refused atomic.Int64
@@ -33,12 +33,12 @@ func TestAttack9FailedCreateUnmapsOffsetIndex(t *testing.T) {
 		return mmapfile.Allocate(f, off, n)
 	}
 	l := mustOpen(t, dir, opts)
-	a6Fill(t, l, 3)
-	base := a3Mappings(t, dir)
+	fillGenerationSegments(t, l, 3)
+	base := countDirMappings(t, dir)
 	full.Store(true)
 	failed := 0
 	for i := 0; failed < 20 && i < 100000; i++ {
-		_, err := l.Append(a6Body(l.Next(), 0))
+		_, err := l.Append(generationBody(l.Next(), 0))
 		if err == nil {
 			continue
 		}
@@ -52,11 +52,11 @@ func TestAttack9FailedCreateUnmapsOffsetIndex(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // the preparer's attempts end
 	t.Logf("%d appends failed, %d time index allocations refused; mappings of the log's files: %d before, %d now",
-		failed, refused.Load(), base, a3Mappings(t, dir))
+		failed, refused.Load(), base, countDirMappings(t, dir))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := a3Mappings(t, dir); n != 0 {
+	if n := countDirMappings(t, dir); n != 0 {
 		t.Fatalf("after %d failed segment creations and Close: %d mappings of the log's files left:\n%s", refused.Load(), n, mapsLinesOf(dir))
 	}
 }
