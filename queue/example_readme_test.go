@@ -60,69 +60,6 @@ func Example_readme() {
 	// sent 1 deleted 1 head 1
 }
 
-// queueFeaturesExample is the README's example of the queue's features,
-// word for word (TestReadmeFeaturesExample checks that they agree).
-func queueFeaturesExample(dir string) error {
-	q, err := queue.Open(dir, queue.Options{
-		MaxReceives: 3, // received 3 times without a Delete: moved to the dead letters
-	})
-	if err != nil {
-		return err
-	}
-	defer q.Close() // closes the dead-letter queue, dir + ".dead", too
-
-	// Hidden for a minute; handed out one at a time, in send order, within
-	// group "acct-42"; the same DedupID within DedupWindow appends nothing.
-	debit := queue.SendOptions{Delay: time.Minute, Group: "acct-42", DedupID: "txn-9001"}
-	off, err := q.SendWith([]byte("debit 10"), debit)
-	if err != nil {
-		return err
-	}
-	retry, err := q.SendWith([]byte("debit 10"), debit) // a retry of the same send
-	if err != nil {
-		return err
-	}
-	fmt.Println("retry deduplicated:", retry == off)
-	if _, err := q.SendBatch([][]byte{[]byte("credit 5"), []byte("credit 7")}); err != nil { // one append, one sync
-		return err
-	}
-	m, ok, err := q.TryReceive() // the delayed debit holds back its own group only
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("nothing ready")
-	}
-	fmt.Printf("received %q\n", m.Body)
-	if err := q.ChangeVisibility(m.Offset, 5*time.Minute); err != nil { // more time to work on it
-		return err
-	}
-	if err := q.DeleteBatch([]uint64{m.Offset}); err != nil { // one append, one sync
-		return err
-	}
-	st := q.Stats()
-	fmt.Println("delayed", st.Delayed, "dead letters", st.DeadLetters)
-	moved, err := q.Redrive(0) // dead letters back as new sends (none here)
-	fmt.Println("redriven", moved)
-	return err
-}
-
-func Example_readmeFeatures() {
-	dir, err := os.MkdirTemp("", "pagelog-readme-features")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := queueFeaturesExample(dir + "/q"); err != nil {
-		log.Fatal(err)
-	}
-	// Output:
-	// retry deduplicated: true
-	// received "credit 5"
-	// delayed 1 dead letters 0
-	// redriven 0
-}
-
 // storeExample is the README's example of a store, word for word
 // (readme_test.go at the module's root checks that they agree).
 func storeExample(dir string) error {
