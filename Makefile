@@ -149,7 +149,7 @@ fuzz:
 fuzz-smoke:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
-# The long crash and stress runs (done once; figures in README.md and
+# The long crash and stress runs (done once; figures in docs/durability.md and
 # bench/README.md): 1,000 kill -9 rounds, 10,000 simulated power failures,
 # a minute of reader processes beside a writer, and 1,000 runs each of
 # verify, dump and read beside `pagelog append`.

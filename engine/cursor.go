@@ -572,7 +572,7 @@ func (c *Cursor) commit(pos uint64, sync bool) error {
 		// Written with pwrite, then synced. Through the mapping the store
 		// after each fdatasync takes a write fault first, and ext4's
 		// fault handler made the next fdatasync cost twice one of a
-		// pwrite (measured: bench/README.md, "Streams").
+		// pwrite (measured on the project's machine when this changed).
 		if _, err := c.f.WriteAt(b[:], int64(i)); err != nil {
 			c.seq--
 			return fmt.Errorf("pagelog: cursor %s: commit: %w", c.name, err)

@@ -16,7 +16,7 @@ import (
 // call only when a reader announced that it sleeps.
 //
 // How a reader in another process blocks was measured (bench/README.md,
-// "streams"): a futex on log.notify's word, inotify on the files, and
+// "Streams"): a futex on log.notify's word, inotify on the files, and
 // polling with backoff. The futex won: inotify sees nothing of a write
 // through a mapping (the writer would pay a write system call per append
 // to be seen), and polling wakes late by its backoff or burns a core.

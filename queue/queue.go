@@ -83,7 +83,7 @@ import (
 // Deadlines live in memory only. After a reopen every message not deleted
 // is ready at once (delayed ones at their due time, grouped ones in their
 // group's order), lowest offset first; no deleted message is handed out
-// again (see the README for the promises under each sync policy). Receive
+// again (docs/durability.md and docs/queue.md give the promises under each sync policy). Receive
 // counts survive a restart when the receive-count log exists (MaxReceives
 // > 0); otherwise Receives starts again at 1.
 type Queue struct {

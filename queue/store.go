@@ -23,7 +23,7 @@ import (
 // logs shared by every queue, and a few bytes of memory and disk per idle
 // queue. A *Queue from Store.Queue has the whole Queue API and its
 // promises; what differs is where its records live (see the package
-// documentation, Stores, and FORMAT.md).
+// documentation, docs/store.md, and FORMAT.md).
 //
 // The descriptors, mappings and goroutines of a store do not grow with
 // its queues: its logs have theirs, each queue has none of its own (no

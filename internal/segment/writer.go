@@ -744,8 +744,7 @@ func (s *Segment) prefaultChunk(ahead int64, grow bool) bool {
 // all of them, once per segment (they are a few hundred KiB for 64 MiB).
 // Without it every 512th offset entry and every 341st time entry started
 // a page the writer faulted in itself: about 20 µs each on the project's
-// machine, 0.12% of 1 KiB appends, and with them the append p99.9
-// (bench/README.md, "The append tail"). The caller holds popMu and a
+// machine, 0.12% of 1 KiB appends, and with them the append p99.9. The caller holds popMu and a
 // reference. The index files are allocated to their capacity when the
 // segment opens, so nothing here is past their end; a touch changes no
 // byte (see mmapfile.Populate).
