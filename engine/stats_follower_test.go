@@ -50,12 +50,13 @@ func TestStatsFollowerReadsNeverGoBack(t *testing.T) {
 	}
 }
 
-// The newest view is reopened when the writer outgrows its mapping: its
-// reads must stay counted.
+// The newest view is reopened when the writer outgrows its mapping (a
+// follower maps the newest segment at its own SegmentBytes, and this
+// writer's are larger): the follower catches up, reads past what it first
+// mapped, and every read, before and after the reopening, stays counted.
 func TestStatsFollowerReadsCountedAfterOutgrown(t *testing.T) {
 	dir := t.TempDir()
-	o := Options{SegmentBytes: 64 << 20}
-	w := mustOpen(t, dir, o)
+	w := mustOpen(t, dir, Options{SegmentBytes: 64 << 20})
 	const size = 1000
 	n := uint64(0)
 	for ; n < 1000; n++ {
@@ -63,22 +64,33 @@ func TestStatsFollowerReadsCountedAfterOutgrown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ro := mustOpenRO(t, dir, o)
+	ro := mustOpenRO(t, dir, Options{SegmentBytes: 4 << 20})
 	for off := uint64(0); off < 50; off++ {
 		checkRead(t, ro, off, size)
 	}
 	before := ro.Stats().Reads
-	for ; n < 8000; n++ {
+	if before != 50 {
+		t.Fatalf("LogStats.Reads %d after 50 reads", before)
+	}
+	segs := *ro.segs.Load()
+	first := segs[len(segs)-1] // the newest view, as first mapped
+	for ; w.active.End() < 8<<20; n++ {
 		if _, err := w.Append(testBody(n, size)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := ro.Next(); got != n {
-		t.Logf("follower next %d, writer %d", got, n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ro.Wait(ctx, n-1); err != nil {
+		t.Fatalf("the follower never saw offset %d: %v (Next %d)", n-1, err, ro.Next())
 	}
-	after := ro.Stats().Reads
-	t.Logf("Reads %d before, %d after", before, after)
-	if after < before {
-		t.Fatalf("LogStats.Reads went back from %d to %d", before, after)
+	for off := n - 50; off < n; off++ {
+		checkRead(t, ro, off, size)
+	}
+	if segs := *ro.segs.Load(); len(segs) != 1 || segs[0] == first {
+		t.Fatalf("the follower holds %d segments, the newest view not reopened: the test no longer reaches an outgrown mapping", len(segs))
+	}
+	if got := ro.Stats().Reads; got != before+50 {
+		t.Fatalf("LogStats.Reads %d after %d reads before the reopening and 50 after", got, before)
 	}
 }
