@@ -145,18 +145,33 @@ func TestRecordsReadOnlyLazySegmentsDropped(t *testing.T) {
 	}
 }
 
-// The same for RecordsWithAttrs: it ends, reports nothing but ErrTrimmed,
-// and gives no record of a dropped segment.
+// The same for RecordsWithAttrs: it ends, reports the dropped range as
+// trimmed (and nothing else), and gives no record of a dropped segment.
+// The log's records have no attributes: it steps over them, yielding at
+// most some (the first of a segment), whole, in order, below the end.
 func TestRecordsWithAttrsReadOnlyLazySegmentsDropped(t *testing.T) {
-	r, first, _ := readOnlyLazyDropCase(t, 8, 1, 0, nil)
+	r, first, end := readOnlyLazyDropCase(t, 8, 1, 0, nil)
 	items := collectDroppedIter(t, r, "RecordsWithAttrs", r.RecordsWithAttrs(0), 100000)
+	trimmed, last := 0, int64(-1)
 	for _, it := range items {
-		if it.err != nil && !errors.Is(it.err, ErrTrimmed) {
+		switch {
+		case errors.Is(it.err, ErrTrimmed) && !errors.Is(it.err, ErrCorrupt):
+			trimmed++
+			if it.off >= first {
+				t.Fatalf("RecordsWithAttrs: trimmed report at %d, in the segments still there (from %d): %v", it.off, first, it.err)
+			}
+		case it.err != nil:
 			t.Fatalf("RecordsWithAttrs: at %d: %v", it.off, it.err)
-		}
-		if it.err == nil && it.off < first {
+		case it.off < first:
 			t.Fatalf("RecordsWithAttrs: record %d of a dropped, unmapped segment", it.off)
+		case it.off >= end || int64(it.off) <= last:
+			t.Fatalf("RecordsWithAttrs: record %d after %d, the log ends at %d", it.off, last, end)
+		default:
+			last = int64(it.off)
 		}
+	}
+	if trimmed == 0 {
+		t.Fatalf("RecordsWithAttrs: the dropped offsets [0, %d) were never reported", first)
 	}
 }
 
