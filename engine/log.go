@@ -63,7 +63,7 @@ type Log struct {
 	recovery Recovery
 	views    map[*segment.Segment]segment.Recovery // what opening each view found (during a read-only open)
 
-	// Streams (wait.go, notify.go, view.go): in-process waiters, the
+	// Streams (wait.go, notify.go, follow.go): in-process waiters, the
 	// writer's log.notify, a read-only log's following of the writer.
 	waits  waitState
 	notify *notifier

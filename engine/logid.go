@@ -14,7 +14,7 @@ import (
 
 // log.id: the log's identity, 16 random bytes drawn when the log is made,
 // so that a cursor can tell its log from another one made later in the
-// same directory (see the cursor's identity slot in cursor.go).
+// same directory (see the cursor's identity slot in cursor_files.go).
 //
 // On-disk format: never change, bump the version instead.
 //

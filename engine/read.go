@@ -410,3 +410,99 @@ func (r *Record) ForQueue(id uint32, off uint64) bool {
 	r.Offset = off
 	return true
 }
+
+// ReadNext returns the record at offset, waiting for it if it is not
+// appended yet (until ctx ends), and the offset to read next: what a
+// reader that never stops calls in a loop (a Cursor does, and keeps the
+// offset in a file). The record's Body is valid until it is released.
+//
+// Some offsets hold no record to return, and ReadNext says so once, with
+// an error, and the offset after them as next:
+//
+//   - offsets below the log's first record: those it dropped from its
+//     front before they were read (retention, DropBefore), and those
+//     below the offset it began at (Options.FirstOffset), which it never
+//     held: an error matching ErrNotFound (ErrTrimmed) that names the
+//     range and says how many records were lost; next is the first record
+//     still there (on a log opened read-only, whose writer dropped a
+//     segment while it was read: the offset after that segment);
+//   - a damaged record: an error matching ErrCorrupt; next is the offset
+//     after it, or after a whole range of offsets that no file holds;
+//   - an offset past the end of a log that was cut below it (Truncate):
+//     an error matching ErrNotFound; next is the new end.
+//
+// When ctx ends or the log is closed, the error is ctx's or ErrClosed and
+// next is offset.
+func (l *Log) ReadNext(ctx context.Context, offset uint64) (Record, uint64, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var dropped *droppedError
+	for tries := 0; ; tries++ {
+		rec, err := l.Read(offset)
+		switch {
+		case err == nil:
+			return rec, offset + 1, nil
+		case errors.Is(err, ErrClosed):
+			return Record{}, offset, ErrClosed
+		case errors.As(err, &dropped):
+			// A read-only log whose writer dropped the segment meanwhile:
+			// its list of segments may still hold it (First with it).
+			return Record{Offset: offset}, dropped.next, err
+		case errors.Is(err, ErrNotFound): // ErrTrimmed too
+			next := l.Next() // first: a follower looks for the writer's changes
+			first := l.First()
+			switch {
+			case offset < first:
+				return Record{Offset: offset}, first, l.belowFirst(offset, first)
+			case offset > next:
+				return Record{Offset: offset}, next, fmt.Errorf("%w: the log was cut at %d, below offset %d: going on at %d",
+					ErrNotFound, next, offset, next)
+			case offset == next:
+				if err := l.Wait(ctx, offset); err != nil {
+					return Record{}, offset, err
+				}
+				continue
+			}
+			// Inside [first, next) now: the log dropped, rolled or was cut
+			// between the read and the look. Look again, not in a tight
+			// loop if it does not settle, and not past ctx.
+			if err := backOff(ctx, tries); err != nil {
+				return Record{}, offset, err
+			}
+		case errors.Is(err, ErrCorrupt):
+			return Record{Offset: offset}, l.pastDamage(offset), err
+		default:
+			return Record{}, offset, err
+		}
+	}
+}
+
+// belowFirst is ReadNext's error for offsets [offset, first) below the
+// log's first record first: how many records the log dropped from that
+// range, not counting those below the offset it began at, which it never
+// held.
+func (l *Log) belowFirst(offset, first uint64) error {
+	began := min(l.meta.FirstOffset, first)
+	if offset >= began {
+		return fmt.Errorf("%w: offsets [%d, %d) were dropped before they were read: %d records lost",
+			ErrTrimmed, offset, first, first-offset)
+	}
+	return fmt.Errorf("%w: offsets [%d, %d) lie below the log's first offset %d (it began at %d): %d records lost",
+		ErrTrimmed, offset, first, first, began, first-began)
+}
+
+// pastDamage returns where a reader goes on after a damaged record at
+// offset: the record after it, or the end of a range of offsets no file
+// holds.
+func (l *Log) pastDamage(offset uint64) uint64 {
+	s, err := l.acquire(offset)
+	if err != nil {
+		return offset + 1
+	}
+	defer s.Release()
+	if from, to := s.Missing(); offset >= from && offset < to {
+		return to
+	}
+	return offset + 1
+}
