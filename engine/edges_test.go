@@ -34,6 +34,27 @@ func crashClose(t testing.TB, l *Log) {
 	}
 }
 
+// writeRecoveryFile puts p in dir's log.recovery, as the log's checkpointer
+// does, through a temporary file of its own: the open log's checkpointer
+// may replace the file at the same moment (with the same point, or a
+// later one), and the two must not share a temporary name.
+func writeRecoveryFile(t testing.TB, dir string, p recoveryPoint) {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "test-recovery-*")
+	if err == nil {
+		_, err = f.Write(p.encode())
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, recoveryName))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestViewFollowsRollsAndDrops: segments dropped, and segments created,
 // between a read-only open's listing and its opening of the files are a
 // trimmed range and newer records, not a failure.
@@ -407,10 +428,7 @@ func TestDamageBelowTheRecoveryPointIsNotReused(t *testing.T) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, Options{Sync: SyncAlways})
 	sizes := appendN(t, l, 100, mixedSize)
-	p := l.sync.recoveryPoint()
-	if err := replaceFile(dir, recoveryName, p.encode(), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeRecoveryFile(t, dir, l.sync.recoveryPoint())
 	crashClose(t, l)
 	var pos int64
 	for _, s := range sizes[:99] {

@@ -156,9 +156,7 @@ func damagedTemplates(t *testing.T, root string) []*damagedTemplate {
 			// What the checkpointer writes after a sync (SyncInterval and
 			// SyncAlways logs): the recovery point.
 			clean.rp = l.sync.recoveryPoint()
-			if err := replaceFile(dir, recoveryName, clean.rp.encode(), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			writeRecoveryFile(t, dir, clean.rp)
 		}
 	}
 	unclean := *clean
