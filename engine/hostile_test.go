@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"github.com/pagelog/pagelog/internal/record"
 	"hash/crc32"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -169,6 +170,11 @@ func hostileCopyDir(src, dst string) error {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			// Renamed since the listing by a live log's checkpointer
+			// (its .tmp): as a crash between the two would leave it.
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -374,7 +380,13 @@ func hostileTemplates(t *testing.T, root string) []*hostileTpl {
 	}
 	unclean := *clean
 	unclean.name, unclean.dir, unclean.clean = "unclean", filepath.Join(root, "unclean"), false
-	if err := hostileCopyDir(dir, unclean.dir); err != nil { // the writer is still open
+	// The writer is still open: the copy is taken while its background
+	// work (a preparer, a roll naming its index files) leaves the files
+	// as they stand, as a kill -9 then would.
+	if !whenQuiet(l, func() { err = hostileCopyDir(dir, unclean.dir) }) {
+		t.Fatal("the log's background work never went quiet")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
@@ -2276,8 +2288,16 @@ func hostileChangeSettings(f *hostileFails, dir string, unclean bool) {
 		if unclean {
 			copied := dir + "-copy"
 			_ = os.RemoveAll(copied)
-			if err := hostileCopyDir(dir, copied); err != nil { // the writer is open: kill -9
-				f.add("copy: %v", err)
+			// The writer is open: kill -9 at a moment its background
+			// work (a preparer, a roll naming its index files) leaves
+			// the files as they stand.
+			var cerr error
+			if !whenQuiet(l, func() { cerr = hostileCopyDir(dir, copied) }) {
+				f.add("copy: the log's background work never went quiet")
+				return
+			}
+			if cerr != nil {
+				f.add("copy: %v", cerr)
 				return
 			}
 			_ = l.Close()
