@@ -122,13 +122,22 @@ func crashCopyFiles(t testing.TB, src, dst string) {
 }
 
 // quietCopyFiles copies l's files into dst (which exists) at a moment when
-// no background work of l changes them: it holds the roll state's lock
-// while no segment is being prepared or removed (the preparer, and the
-// prefaulter's settle, mark that under it) and no roll is naming index
-// files. The caller makes no append, drop or Close meanwhile: the copy is
-// the directory as it stands between two calls.
+// no background work of l changes them (see whenQuiet). The caller makes no
+// append, drop or Close meanwhile: the copy is the directory as it stands
+// between two calls.
 func quietCopyFiles(t testing.TB, l *Log, dst string) {
 	t.Helper()
+	if !whenQuiet(l, func() { crashCopyFiles(t, l.dir, dst) }) {
+		t.Fatal("the log's background work never went quiet")
+	}
+}
+
+// whenQuiet runs do while no background work of l changes its files: it
+// holds the roll state's lock while no segment is being prepared or removed
+// (the preparer, and the prefaulter's settle, mark that under it) and no
+// roll is naming index files. It reports false, without running do, when
+// no such moment came within a minute.
+func whenQuiet(l *Log, do func()) bool {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		l.rolls.mu.Lock()
@@ -141,13 +150,13 @@ func quietCopyFiles(t testing.TB, l *Log, dst string) {
 			}
 		}
 		if !busy {
-			crashCopyFiles(t, l.dir, dst)
-			l.rolls.mu.Unlock()
-			return
+			defer l.rolls.mu.Unlock()
+			do()
+			return true
 		}
 		l.rolls.mu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatal("the log's background work never went quiet")
+			return false
 		}
 		time.Sleep(time.Millisecond)
 	}

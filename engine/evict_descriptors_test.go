@@ -406,6 +406,28 @@ func fillGenerationSegments(t *testing.T, l *Log, n int) {
 	awaitBackgroundSeal(l)
 }
 
+// rollUntilReused appends (generation 2) until l rolled rolls times,
+// then on, a roll at a time with a pause between, until a segment was made
+// from a kept file (a minute at most). The preparer reuses a kept file
+// only when it gets to it before the roll: on a loaded machine it may not,
+// roll after roll (in 1 of 30 runs at load 25, 6 rolls made none).
+func rollUntilReused(t *testing.T, l *Log, rolls int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; i < rolls || l.Stats().Recycled == 0 && time.Now().Before(deadline); i++ {
+		if i >= rolls {
+			time.Sleep(time.Millisecond)
+		}
+		b := l.activeBase()
+		for l.activeBase() == b {
+			off := l.Next()
+			if _, err := l.Append(generationBody(off, 2)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // checkGenerationRecordsFrom reads every record of l from offset from on, checks each
 // body (checkGenerationBody), and checks that Verify finds l healthy.
 func checkGenerationRecordsFrom(t *testing.T, l *Log, from uint64) {
@@ -501,15 +523,7 @@ func TestEvictHeldSegmentDroppedAndRecycledReadsNotFound(t *testing.T) {
 			}
 			x.Release()
 			released = true
-			for range 6 {
-				b := l.activeBase()
-				for l.activeBase() == b {
-					off := l.Next()
-					if _, err := l.Append(generationBody(off, 2)); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			rollUntilReused(t, l, 6)
 			if err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}

@@ -28,8 +28,10 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -164,6 +166,11 @@ func copyDirFiles(src, dst string) error {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			// Renamed since the listing by a live log's checkpointer
+			// (its .tmp): as a crash between the two would leave it.
+			continue
+		}
 		if err != nil {
 			return err
 		}

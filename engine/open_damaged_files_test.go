@@ -161,7 +161,13 @@ func damagedTemplates(t *testing.T, root string) []*damagedTemplate {
 	}
 	unclean := *clean
 	unclean.name, unclean.dir, unclean.clean = "unclean", filepath.Join(root, "unclean"), false
-	if err := copyDirFiles(dir, unclean.dir); err != nil { // the writer is still open
+	// The writer is still open: the copy is taken while its background
+	// work (a preparer, a roll naming its index files) leaves the files
+	// as they stand, as a kill -9 then would.
+	if !whenQuiet(l, func() { err = copyDirFiles(dir, unclean.dir) }) {
+		t.Fatal("the log's background work never went quiet")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {

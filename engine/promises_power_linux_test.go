@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,14 +419,23 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 	powerCases(t, *promiseWindows, func(pc *powerCase) {
 		d := pc.d
 		var rounds []time.Time // when each sync round began (its first hook call)
-		var last time.Time
+		// A round's hook calls (its sealed segments', then the active
+		// one's) are told apart from the next round's by the count of
+		// rounds run, not by a pause between them: on a loaded machine a
+		// round's calls came more than a quarter interval apart.
+		var opened atomic.Pointer[Log]
+		last := int64(-1)
 		opts := powerOptions(SyncInterval, func(f *os.File) error {
 			now := time.Now()
+			round := int64(-2) // at the open
+			if l := opened.Load(); l != nil {
+				round = l.sync.syncs.Load()
+			}
 			d.mu.Lock()
-			if now.Sub(last) > interval/4 {
+			if round != last {
 				rounds = append(rounds, now)
 			}
-			last = now
+			last = round
 			d.mu.Unlock()
 			err := d.datasync(f)
 			// The device takes its time: appends go on meanwhile, and a
@@ -435,6 +445,7 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 		})
 		opts.SyncInterval = interval
 		l := pc.open(opts)
+		opened.Store(l)
 		crashAfter := 6*interval + time.Duration(pc.rng.Int64N(int64(6*interval)))
 		start := time.Now()
 		var acks []time.Time // acks[off]: when Append returned
@@ -443,8 +454,12 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 		for {
 			if time.Since(start) >= crashAfter {
 				durable = l.Durable()
-				d.crash(fmt.Sprintf("between appends, %v after Open", crashAfter))
+				// The time before the crash, not after it: a round that
+				// began while the crash took its picture (hundreds of
+				// milliseconds under load) synced nothing, and the round
+				// before it may have had its last sync cut off.
 				crashedAt = time.Now()
+				d.crash(fmt.Sprintf("between appends, %v after Open", crashAfter))
 				break
 			}
 			pc.appendAcked(l)
@@ -483,7 +498,10 @@ func TestPowerLossSyncIntervalWindow(t *testing.T) {
 			ackedTotal += int(ack)
 		}
 	})
-	if len(gaps) < 4**promiseWindows {
+	// At least 6 rounds a run come on time; a loaded machine delays some
+	// (23 gaps in 6 runs at load 20), and the median below checks the
+	// period: this only catches a syncer that hardly runs.
+	if len(gaps) < 2**promiseWindows {
 		t.Fatalf("%d sync rounds in %d runs of at least %v each: the background sync does not run every %v",
 			len(gaps), *promiseWindows, 6*interval, interval)
 	}

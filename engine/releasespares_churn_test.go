@@ -407,18 +407,25 @@ func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 			}
 		}
 	}
-	// The preparer may still be at work: the files the same for 100 ms.
-	before := sparesIn(t, dir)
-	for stable := time.Now(); time.Since(stable) < 100*time.Millisecond; time.Sleep(5 * time.Millisecond) {
-		if now := sparesIn(t, dir); !slices.Equal(now, before) {
-			before, stable = now, time.Now()
-		}
-	}
+	// The writer's preparer (its index files made after its .log, a
+	// new file replaced by a kept one) and settle (an idle writer's
+	// prepared segment removed) change the spare files on their own:
+	// the look before and after holds them still. (Files the same for
+	// 100 ms were not enough on a loaded machine.)
 	r := mustOpenRO(t, dir, Options{})
-	if n := r.ReleaseSpares(); n != 0 {
+	var before, after []string
+	var n int
+	if !whenQuiet(w, func() {
+		before = sparesIn(t, dir)
+		n = r.ReleaseSpares()
+		after = sparesIn(t, dir)
+	}) {
+		t.Fatal("the writer's background work never went quiet")
+	}
+	if n != 0 {
 		t.Fatalf("ReleaseSpares on a read-only log: %d", n)
 	}
-	if after := sparesIn(t, dir); !slices.Equal(after, before) {
+	if !slices.Equal(after, before) {
 		t.Fatalf("ReleaseSpares on a read-only log removed the writer's files: %v, then %v", before, after)
 	}
 	if err := r.Close(); err != nil {
@@ -429,6 +436,7 @@ func TestReleaseSparesReadOnlyLeavesWriterFiles(t *testing.T) {
 	}
 	first := w.First()
 	fillGenerationSegments(t, w, len(*w.segs.Load())+3)
+	rollUntilReused(t, w, 0)
 	checkGenerationRecordsFrom(t, w, first)
 	if st := w.Stats(); st.Recycled == 0 {
 		t.Errorf("no segment made from a kept file: %+v", st)

@@ -332,6 +332,19 @@ func preparedSegment(l *Log) *segment.Segment {
 func waitPreparedOffered(t *testing.T, l *Log) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); preparedSegment(l) == nil; runtime.Gosched() {
+		// The writer idle for idleAfter (a test's checks of its records
+		// took that long on a loaded machine), the prefaulter's settle
+		// removes the prepared segment, and may do so after the kick of
+		// the writer's crossing found it there: the prefaulter kicks the
+		// preparer again only once it measures the writer fast, which a
+		// writer of one big record now and then never is. Kick it as the
+		// prefaulter would.
+		if l.rolls.deferred.CompareAndSwap(true, false) {
+			select {
+			case l.rolls.kick <- struct{}{}:
+			default:
+			}
+		}
 		if time.Now().After(deadline) {
 			t.Fatal("no segment was offered in a minute past half of the active one")
 		}

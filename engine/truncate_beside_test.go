@@ -616,7 +616,7 @@ func TestTruncateFollowerThroughCuts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		deadline := time.Now().Add(2 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for ro.Next() != wl.Next() || ro.First() != wl.First() {
 			if time.Now().After(deadline) {
 				t.Fatalf("round %d: the follower holds [%d, %d), the writer [%d, %d)", round, ro.First(), ro.Next(), wl.First(), wl.Next())

@@ -183,7 +183,7 @@ func TestTruncateDeepCutKeepsFollower(t *testing.T) {
 	cut := segs[len(segs)-3].Base() + 2 // the two newest segments go
 	w.truncate(t, cut)
 	w.add(t, 5)
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for ro.Next() != wl.Next() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

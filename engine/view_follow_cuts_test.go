@@ -100,7 +100,7 @@ func TestFollowWriterThroughCutsAndReopens(t *testing.T) {
 		var steps []string
 		converge := func(what string) {
 			t.Helper()
-			until := time.Now().Add(3 * time.Second)
+			until := time.Now().Add(time.Minute)
 			for ro.Next() != w.Next() && time.Now().Before(until) {
 				time.Sleep(2 * time.Millisecond)
 			}
