@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,12 +113,7 @@ func measureFootprint(b *testing.B, root string) footprint {
 	if err != nil {
 		b.Fatal(err)
 	}
-	fds, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range fds {
-		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(t, root+"/") {
-			f.fds++
-		}
-	}
+	f.fds = len(testkit.DescriptorsUnder(b, root))
 	sm, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // mkfifo makes a FIFO at path.
@@ -27,13 +29,13 @@ func killSelf() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 // that are in memory (mincore), and the pages of those mappings.
 func residentPages(t *testing.T, path string) (in, all int) {
 	t.Helper()
-	for _, m := range procMaps(t) {
-		if m.path != path {
+	for _, m := range testkit.Maps(t) {
+		if m.Path != path || m.Deleted {
 			continue
 		}
-		n := int(m.end-m.start) / unix.Getpagesize()
+		n := int(m.End-m.Start) / unix.Getpagesize()
 		vec := make([]byte, n)
-		_, _, errno := unix.Syscall(unix.SYS_MINCORE, m.start, m.end-m.start, uintptr(unsafe.Pointer(&vec[0])))
+		_, _, errno := unix.Syscall(unix.SYS_MINCORE, m.Start, m.End-m.Start, uintptr(unsafe.Pointer(&vec[0])))
 		if errno != 0 {
 			t.Fatal(errno)
 		}
