@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -106,7 +105,7 @@ func measureFootprint(b *testing.B, root string) footprint {
 		if err != nil || !fi.Mode().IsRegular() {
 			return err
 		}
-		f.disk += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		f.disk += testkit.DiskBytes(fi)
 		f.cached += cachedBytes(path, fi.Size())
 		return nil
 	})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -29,7 +30,7 @@ func diskBytes(t *testing.T, dir string) int64 {
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		n += blocksOf(st)
+		n += testkit.DiskBytes(st)
 	}
 	return n
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The early checkpoints (checkpointEarly, noteHead, settleDrop) under
@@ -35,7 +36,7 @@ func headIno(t *testing.T, dir string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inodeNumber(st)
+	return testkit.Inode(st)
 }
 
 // ckTimer returns the checkpoint timer now set: checkpointEarly replaces
@@ -453,7 +454,7 @@ func dirState(t *testing.T, dir string) string {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&b, "%s %d %d %d\n", p[len(dir):], fi.Size(), inodeNumber(fi), fi.ModTime().UnixNano())
+		fmt.Fprintf(&b, "%s %d %d %d\n", p[len(dir):], fi.Size(), testkit.Inode(fi), fi.ModTime().UnixNano())
 		return nil
 	})
 	if err != nil {

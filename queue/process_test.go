@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestQueuePoisonMessage: a message kills its consumer process (SIGKILL)
@@ -122,7 +123,7 @@ func poisonChild(dir, syncName string) {
 			continue
 		}
 		if string(m.Body) == "poison" {
-			killSelf()
+			testkit.KillSelf()
 			select {}
 		}
 		if err := q.Delete(m.Offset); err != nil {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -1603,7 +1604,7 @@ func TestQueueStaleBodyNewQueueSamePath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return inodeNumber(st)
+		return testkit.Inode(st)
 	}
 	q := openTestQueue(t, path, clock)
 	for i := range 50 {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // fillAndConsume sends n messages, receives them all and deletes those for
@@ -354,7 +355,7 @@ func queueKillChild(dir string) {
 		}
 	}
 	os.Stdout.Sync()
-	killSelf()
+	testkit.KillSelf()
 	select {}
 }
 

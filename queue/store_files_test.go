@@ -14,6 +14,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The files of a store under damage: every file of every log of a store
@@ -300,7 +301,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 			add(rel+"/removed", func(dir string) error { return os.Remove(filepath.Join(dir, rel)) })
 			add(rel+"/fifo", func(dir string) error {
 				p := filepath.Join(dir, rel)
-				return errors.Join(os.Remove(p), mkfifo(p))
+				return errors.Join(os.Remove(p), testkit.Mkfifo(p))
 			})
 			add(rel+"/symlink", func(dir string) error {
 				p := filepath.Join(dir, rel)
@@ -342,7 +343,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 		})
 		add(sub+"/fifo", func(dir string) error {
 			p := filepath.Join(dir, sub)
-			return errors.Join(os.RemoveAll(p), mkfifo(p))
+			return errors.Join(os.RemoveAll(p), testkit.Mkfifo(p))
 		})
 		add(sub+"/symlink", func(dir string) error {
 			p := filepath.Join(dir, sub)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // syncDisk is the simulated disk of the queue's power-loss tests: it
@@ -144,13 +144,11 @@ func (d *syncDisk) sync(dir string, f *os.File) error {
 	if err != nil && !errors.Is(err, io.EOF) { // EOF: a seal trimmed it meanwhile
 		return fmt.Errorf("simulation: read %s to keep it: %w", f.Name(), err)
 	}
-	ino := inode(st)
+	ino := testkit.Inode(st)
 	d.synced[ino] = b[:n]
 	d.pin(ino, f.Name())
 	return nil
 }
-
-func inode(st fs.FileInfo) uint64 { return inodeNumber(st) }
 
 // pin keeps the inode of the file at path (hard-linked into the shadow
 // directory) so that it is never reused for another file. The caller
@@ -174,7 +172,7 @@ func (d *syncDisk) list(dir string) map[string]uint64 {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		ino := inode(info)
+		ino := testkit.Inode(info)
 		out[e.Name()] = ino
 		d.pin(ino, filepath.Join(dir, e.Name()))
 	}
