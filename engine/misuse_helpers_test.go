@@ -26,7 +26,6 @@ package engine
 // TestConcurrentCallsBesideCloseDropTruncate.
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -172,49 +171,6 @@ func copyDirFiles(src, dst string) error {
 		}
 	}
 	return nil
-}
-
-// hashDirFiles returns name -> size, mode and SHA-256 of every entry of dir.
-func hashDirFiles(dir string) (map[string]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]string)
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			return nil, err
-		}
-		h := fmt.Sprintf("%v %d", info.Mode(), info.Size())
-		if e.Type().IsRegular() {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			h += fmt.Sprintf(" %x", sha256.Sum256(b))
-		}
-		out[e.Name()] = h
-	}
-	return out, nil
-}
-
-func diffDirHashes(a, b map[string]string) string {
-	var d []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok {
-			d = append(d, k+" removed")
-		} else if w != v {
-			d = append(d, k+" changed")
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			d = append(d, k+" added")
-		}
-	}
-	slices.Sort(d)
-	return strings.Join(d, ", ")
 }
 
 // plainRecordChecksum is the CRC-32C a record without attributes stores: over

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -610,7 +611,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 
 	// OpenReadOnly: serves what is there, changes nothing.
 	guardedPhase(f, "read-only", func() {
-		before, err := hashDirFiles(damaged)
+		before, err := testkit.HashDir(damaged, testkit.HashOptions{})
 		if err != nil {
 			f.add("setup: %v", err)
 			return
@@ -639,10 +640,10 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 		if err := l.Close(); err != nil {
 			f.add("read-only: Close: %v", err)
 		}
-		after, err := hashDirFiles(damaged)
+		after, err := testkit.HashDir(damaged, testkit.HashOptions{})
 		if err != nil {
 			f.add("read-only: %v", err)
-		} else if d := diffDirHashes(before, after); d != "" {
+		} else if d := testkit.DiffHashes(before, after); d != "" {
 			f.add("read-only: the directory changed: %s", d)
 		}
 	})

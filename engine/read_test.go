@@ -114,7 +114,7 @@ func TestWriteIntoBodyFaults(t *testing.T) {
 	}
 	// The child opened the log for writing, which may rewrite checkpoint
 	// files; the segments must be as they were.
-	if d := diffHashes(segmentHashes(before), segmentHashes(hashDir(t, dir))); d != "" {
+	if d := testkit.DiffHashes(segmentHashes(before), segmentHashes(hashDir(t, dir))); d != "" {
 		t.Fatalf("the log changed: %s", d)
 	}
 	checkAll(t, mustOpenRO(t, dir, Options{}), 0, sizes)
@@ -375,8 +375,8 @@ func TestOffsetForTime(t *testing.T) {
 }
 
 // segmentHashes keeps the segment files (.log, .index, .timeindex) of h.
-func segmentHashes(h map[string][32]byte) map[string][32]byte {
-	out := make(map[string][32]byte)
+func segmentHashes(h map[string]string) map[string]string {
+	out := make(map[string]string)
 	for name, sum := range h {
 		if _, _, ok := segment.ParseName(name); ok {
 			out[name] = sum

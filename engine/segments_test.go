@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -181,7 +182,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 	// segment allocated now fails, and leaves every file as it was.
 	var failedAt uint64
 	var before []logFile
-	var hashes map[string][32]byte
+	var hashes map[string]string
 	for {
 		want := l.Next()
 		// The last roll's goroutine (naming the index files, sealing) is
@@ -242,7 +243,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 }
 
 // diffFileSet reports files added or removed (contents may differ).
-func diffFileSet(a, b map[string][32]byte) string {
+func diffFileSet(a, b map[string]string) string {
 	for k := range a {
 		if _, ok := b[k]; !ok {
 			return k + " removed"
@@ -325,7 +326,7 @@ func TestIndexDamage(t *testing.T) {
 			if err := ro.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if d := diffHashes(before, hashDir(t, dir)); d != "" {
+			if d := testkit.DiffHashes(before, hashDir(t, dir)); d != "" {
 				t.Fatalf("read-only open changed the directory: %s", d)
 			}
 			l := mustOpen(t, dir, Options{})
