@@ -60,7 +60,7 @@ var allowed = map[string]rule{
 	"bench": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/stopwatch", "internal/testkit", "mmapfile"}, testSys: true},
 	// The fuzz targets reach into the library's pure layers and the
 	// engine and queue; never into cmd or bench.
-	"fuzz": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
+	"fuzz": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/segment", "internal/testkit", "sparseidx", "warmsearch", "inflight"}},
 	// The scaffolding the tests of several packages share (crash
 	// children, torn files, /proc readers): for tests only, which
 	// TestTestkitOnlyInTests checks in every module.

@@ -14,16 +14,14 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -87,40 +85,6 @@ func crashBody(off, salt uint64, minLen, maxLen int) []byte {
 	return b
 }
 
-// crashCopyFiles copies the regular files of src into dst (which exists).
-func crashCopyFiles(t testing.TB, src, dst string) {
-	t.Helper()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		in, err := os.Open(filepath.Join(src, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// Renamed or removed since the listing by a live log's
-			// background work: as a crash between the two would leave it.
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.OpenFile(filepath.Join(dst, e.Name()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err == nil {
-			_, err = io.Copy(out, in)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-		}
-		_ = in.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // quietCopyFiles copies l's files into dst (which exists) at a moment when
 // no background work of l changes them: it holds the roll state's lock
 // while no segment is being prepared or removed (the preparer, and the
@@ -141,7 +105,7 @@ func quietCopyFiles(t testing.TB, l *Log, dst string) {
 			}
 		}
 		if !busy {
-			crashCopyFiles(t, l.dir, dst)
+			testkit.MustCopyDir(t, l.dir, dst, false)
 			l.rolls.mu.Unlock()
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // crashTornOptions: small segments and a dense index, so that the active
@@ -207,7 +208,7 @@ func TestCrashTornTail(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	crashCopyFiles(t, p.dir, dir)
+	testkit.MustCopyDir(t, p.dir, dir, false)
 	l, err := Open(dir, crashTornOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func crashTornRun(t *testing.T, scratch string, p *crashTornLog, i int, marker, 
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	crashCopyFiles(t, p.dir, dir)
+	testkit.MustCopyDir(t, p.dir, dir, false)
 	if !marker {
 		if err := os.Remove(filepath.Join(dir, cleanName)); err != nil {
 			t.Fatal(err)

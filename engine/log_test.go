@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,36 +262,7 @@ func hashDir(t testing.TB, dir string) map[string]string {
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		in, err := os.Open(filepath.Join(src, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// Renamed or removed since the listing by a live log (a
-			// roll naming its index files, a drop): as a crash between
-			// the two would leave it, which recovery must take.
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(filepath.Join(dst, e.Name()))
-		if err == nil {
-			_, err = io.Copy(out, in)
-		}
-		_ = in.Close()
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	testkit.MustCopyDir(t, src, dst, false)
 	return dst
 }
 

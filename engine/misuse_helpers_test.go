@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -147,30 +146,6 @@ func caseScratchRoot(t *testing.T) string {
 		}
 	}
 	return t.TempDir()
-}
-
-// copyDirFiles copies the regular files of src into dst (created).
-func copyDirFiles(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // plainRecordChecksum is the CRC-32C a record without attributes stores: over

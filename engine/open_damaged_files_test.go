@@ -164,7 +164,7 @@ func damagedTemplates(t *testing.T, root string) []*damagedTemplate {
 	}
 	unclean := *clean
 	unclean.name, unclean.dir, unclean.clean = "unclean", filepath.Join(root, "unclean"), false
-	if err := copyDirFiles(dir, unclean.dir); err != nil { // the writer is still open
+	if err := testkit.CopyDir(dir, unclean.dir, false); err != nil { // the writer is still open
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
@@ -599,7 +599,7 @@ func (w *damagedWant) minNext() uint64 { return min(w.tp.n, w.exp.loseFrom) }
 
 func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir string) {
 	damaged := filepath.Join(caseDir, "damaged")
-	if err := copyDirFiles(tp.dir, damaged); err != nil {
+	if err := testkit.CopyDir(tp.dir, damaged, false); err != nil {
 		f.add("setup: %v", err)
 		return
 	}
@@ -651,7 +651,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 	// Open for writing.
 	guardedPhase(f, "writable", func() {
 		dir := filepath.Join(caseDir, "open")
-		if err := copyDirFiles(damaged, dir); err != nil {
+		if err := testkit.CopyDir(damaged, dir, false); err != nil {
 			f.add("setup: %v", err)
 			return
 		}
@@ -708,7 +708,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 	// Recover.
 	guardedPhase(f, "Recover", func() {
 		dir := filepath.Join(caseDir, "recover")
-		if err := copyDirFiles(damaged, dir); err != nil {
+		if err := testkit.CopyDir(damaged, dir, false); err != nil {
 			f.add("setup: %v", err)
 			return
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -295,7 +297,7 @@ func changeSettingsOnReopen(f *caseFailures, dir string, unclean bool) {
 		if unclean {
 			copied := dir + "-copy"
 			_ = os.RemoveAll(copied)
-			if err := copyDirFiles(dir, copied); err != nil { // the writer is open: kill -9
+			if err := testkit.CopyDir(dir, copied, false); err != nil { // the writer is open: kill -9
 				f.add("copy: %v", err)
 				return
 			}

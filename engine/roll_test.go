@@ -278,7 +278,7 @@ func TestRollAppendsBeforeIndexFilesNamed(t *testing.T) {
 
 	// A crash now: the files as they are.
 	cdir := t.TempDir()
-	crashCopyFiles(t, dir, cdir)
+	testkit.MustCopyDir(t, dir, cdir, false)
 	c := mustOpen(t, cdir, opts)
 	notes := strings.Join(c.Recovery().Notes, "; ")
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -121,33 +120,6 @@ func canonicalSection(section []byte) bool {
 		p += record.EntryHeaderSize + int(section[p+1])
 	}
 	return last != 0
-}
-
-// copyDir copies the regular files of src (one level of subdirectories
-// too) into dst, which it creates.
-func copyDir(tb testing.TB, src, dst string) {
-	tb.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
 }
 
 // goodRecord returns the body and attributes of the i-th record the

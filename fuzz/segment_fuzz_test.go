@@ -13,6 +13,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // activeOpts shape the template log of FuzzOpenActiveSegment: small
@@ -151,7 +152,7 @@ func FuzzOpenActiveSegment(f *testing.F) {
 		file = append(file, data...)
 
 		dir := filepath.Join(t.TempDir(), "log")
-		copyDir(t, tpl.dir, dir)
+		testkit.MustCopyDir(t, tpl.dir, dir, true)
 		active := segmentFile(dir, tpl.base, segment.LogSuffix)
 		if err := os.WriteFile(active, file, 0o600); err != nil {
 			t.Fatal(err)

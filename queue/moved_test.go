@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // One message stays in flight while thousands pass: it is moved (more than
@@ -394,7 +395,7 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 			var st syncDiskStats
 			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), sd, disk, &st)
 		} else {
-			copyTree(t, dir, disk)
+			testkit.MustCopyDir(t, dir, disk, true)
 		}
 		q.ck.mu.Unlock()
 		mustCloseQueue(t, q)
@@ -919,7 +920,7 @@ func TestOpenFindsMovedCopiesThroughHeadIndex(t *testing.T) {
 	}
 	for _, c := range cases {
 		d := t.TempDir()
-		copyTree(t, dir, d)
+		testkit.MustCopyDir(t, dir, d, true)
 		if err := os.WriteFile(filepath.Join(d, headName), c.head, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -471,7 +471,7 @@ func hBuildTemplate(t *testing.T, crashed bool) *hTemplate {
 	}
 	if crashed {
 		c := t.TempDir()
-		copyTree(t, tp.dir, c)
+		testkit.MustCopyDir(t, tp.dir, c, true)
 		mustCloseQueue(t, q)
 		tp.dir = c
 	} else {
@@ -499,7 +499,7 @@ func hBuildTemplate(t *testing.T, crashed bool) *hTemplate {
 		t.Fatalf("template: delete log has %d segments, want several", len(segs))
 	}
 	c := t.TempDir()
-	copyTree(t, tp.dir, c)
+	testkit.MustCopyDir(t, tp.dir, c, true)
 	q = openTestQueue(t, c, clock)
 	tp.baseline = q.Recovery()
 	mustCloseQueue(t, q)
@@ -852,7 +852,7 @@ func TestQueueDamageEveryFileReopens(t *testing.T) {
 
 func hDamageCase(t *testing.T, tp *hTemplate, c hCase) {
 	dir := t.TempDir()
-	copyTree(t, tp.dir, dir)
+	testkit.MustCopyDir(t, tp.dir, dir, true)
 	c.damage(t, dir)
 	// Stat reads the damaged queue without changing a file.
 	before := hTreeHash(t, dir)

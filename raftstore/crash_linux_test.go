@@ -36,7 +36,6 @@ import (
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -49,6 +48,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -125,7 +125,7 @@ func TestCrashChild(t *testing.T) {
 	before := dir + ".before"
 	snapshot := func() {
 		_ = os.RemoveAll(before)
-		crashCopyTree(dir, before)
+		_ = testkit.CopyDir(dir, before, true)
 	}
 	restartAt := uint64(0)
 	for {
@@ -353,7 +353,7 @@ func TestCrash(t *testing.T) {
 		// The page cache's state, before anything opens it.
 		current := filepath.Join(scratch, "current")
 		_ = os.RemoveAll(current)
-		crashCopyTree(dir, current)
+		_ = testkit.CopyDir(dir, current, true)
 		prior := m.clone()
 		var err string
 		if m, err = crashCheck(dir, prior, pending); err != "" {
@@ -582,37 +582,6 @@ func crashReadTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// crashCopyTree copies the regular files below src into dst.
-func crashCopyTree(src, dst string) {
-	_ = filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(out, in)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
 }
 
 // crashScratch is where the simulated disks are built: a tmpfs when there
