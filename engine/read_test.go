@@ -96,7 +96,7 @@ func TestWriteIntoBodyFaults(t *testing.T) {
 	}
 	before := hashDir(t, dir)
 	for _, off := range []uint64{1, 59} { // sealed, active
-		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteIntoBodyFaults$", "-test.count=1")
+		cmd := testkit.Child("TestWriteIntoBodyFaults")
 		cmd.Env = append(os.Environ(), "PAGELOG_FAULT_CHILD_DIR="+dir, "PAGELOG_FAULT_CHILD_OFFSET="+strconv.FormatUint(off, 10))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -272,7 +271,7 @@ func TestQueueCyclesUnderAddressLimit(t *testing.T) {
 		}
 		os.Exit(0)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueCyclesUnderAddressLimit$", "-test.count=1")
+	cmd := testkit.Child("TestQueueCyclesUnderAddressLimit")
 	cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_VLIMIT_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -2261,7 +2261,7 @@ func TestQueueKill9ConcurrentKeepsAcknowledged(t *testing.T) {
 	t.Parallel()
 	for round := range 3 {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestQueueKill9ConcurrentKeepsAcknowledged$", "-test.count=1")
+		cmd := testkit.Child("TestQueueKill9ConcurrentKeepsAcknowledged")
 		cmd.Env = append(os.Environ(), "PAGELOG_CONCURRENT_KILL_DIR="+dir)
 		var stdout, stderr bytes.Buffer
 		pipe, err := cmd.StdoutPipe()
@@ -2297,8 +2297,7 @@ func TestQueueKill9ConcurrentKeepsAcknowledged(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-copied
 		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		if !testkit.KilledBySIGKILL(err) {
 			t.Fatalf("child: %v, want it killed\nstderr: %s", err, hTail(stderr.String(), 20))
 		}
 		sent := map[uint64]string{}

@@ -7,12 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -259,13 +257,12 @@ func TestQueueRestartKill9(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueRestartKill9$", "-test.count=1")
+	cmd := testkit.Child("TestQueueRestartKill9")
 	cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_KILL_DIR="+dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+	if !testkit.KilledBySIGKILL(err) {
 		t.Fatalf("child: %v, want it killed\nstdout: %s\nstderr: %s", err, out, stderr.Bytes())
 	}
 	sent, deleted := parseKillOutput(t, out)

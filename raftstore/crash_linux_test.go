@@ -31,14 +31,12 @@ package raftstore
 // replays a run.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -396,36 +394,15 @@ func tail(lines []string, n int) []string { return lines[max(0, len(lines)-n):] 
 // lines and the operation it had started and not finished.
 func crashRunChild(t *testing.T, dir string, seed uint64, rng *rand.Rand) ([]string, *crashOp) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := testkit.Child("TestCrashChild", crashEnvDir+"="+dir, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
+	out, stderr := testkit.StartChild(t, cmd)
 	inStore := rng.IntN(5) == 0
 	target := 1 + rng.IntN(4)
 	delay := time.Duration(rng.IntN(6000)) * time.Microsecond
 	if inStore {
 		delay = time.Duration(rng.IntN(1500)) * time.Microsecond
 	}
-	lines := make(chan string, 256)
-	go func() {
-		r := bufio.NewReader(out)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil { // a line cut short by the kill says nothing
-				close(lines)
-				return
-			}
-			lines <- strings.TrimSuffix(line, "\n")
-		}
-	}()
+	lines := testkit.Lines(out, 256) // a line cut short by the kill says nothing
 	var got []string
 	var timer <-chan time.Time
 	killed := false
