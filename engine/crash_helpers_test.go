@@ -122,16 +122,6 @@ func crashRand(seed, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, stream))
 }
 
-// crashAllZero reports whether b holds only zero bytes.
-func crashAllZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // crashCheckRange reads every record in [from, to) and compares its body
 // with want(offset). It returns a description of the first mismatch, or "".
 func crashCheckRange(l *Log, from, to uint64, want func(uint64) []byte) string {

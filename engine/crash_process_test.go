@@ -117,7 +117,7 @@ func (k *crashKiller) round(round int) {
 	if msg := crashCheckRange(l, from, next, k.want); msg != "" {
 		fail("%s (recovery %+v)", msg, rec.Active)
 	}
-	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !crashAllZero(before[rec.Active.End:]) {
+	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !testkit.AllZero(before[rec.Active.End:]) {
 		k.st.tornSeen++
 	}
 	if rec.Active.Cut {
@@ -141,7 +141,7 @@ func (k *crashKiller) round(round int) {
 	if err := l.Close(); err != nil {
 		fail("Close: %v", err)
 	}
-	if b, err := os.ReadFile(path); err != nil || !crashAllZero(b[min(end, int64(len(b))):]) {
+	if b, err := os.ReadFile(path); err != nil || !testkit.AllZero(b[min(end, int64(len(b))):]) {
 		fail("bytes past the end (%d) of %s are not all zero after recovery and an append (%v)", end, path, err)
 	}
 	k.start = next + 1

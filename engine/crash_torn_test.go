@@ -89,7 +89,7 @@ type crashTornCase struct {
 }
 
 func crashTornCases(seed uint64) []crashTornCase {
-	nonZeroBefore := func(content []byte, start, b int64) bool { return !crashAllZero(content[start:b]) }
+	nonZeroBefore := func(content []byte, start, b int64) bool { return !testkit.AllZero(content[start:b]) }
 	return []crashTornCase{
 		{
 			name: "zero to the end",
@@ -129,7 +129,7 @@ func crashGarbage(seed uint64, content []byte, start, b int64, n int) []byte {
 	}
 	if b < start+4 {
 		length := append(append([]byte(nil), content[start:b]...), g[:start+4-b]...)
-		if crashAllZero(length) {
+		if testkit.AllZero(length) {
 			g[start+3-b] = 1 // a short length: damage, not an end
 			if g[0] == content[b] {
 				g[0] ^= 0x80

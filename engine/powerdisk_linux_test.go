@@ -477,7 +477,7 @@ func (st *imageStats) report() string {
 	return fmt.Sprintf("%d disk images: %d directory operations kept, %d lost (%d files gone, %d back or renamed back); "+
 		"%d sectors new, %d old, %d zeroed, %d pages torn, %d files never synced, %d truncated to the synced size",
 		st.images, st.opsKept, st.opsLost, st.filesLost, st.filesBack,
-		st.sectorsNew, st.sectorsOld, st.sectorsZero, st.pagesTorn, st.unsynced, st.truncated)
+		st.SectorsNew, st.SectorsOld, st.SectorsZero, st.PagesTorn, st.Unsynced, st.Truncated)
 }
 
 // sealedSyncedBeforeSuccessor is a checkDir for SyncAlways: when a

@@ -114,7 +114,7 @@ func TestRecycleCrashProcessKill(t *testing.T) {
 		if err := l.Close(); err != nil {
 			fail("Close: %v", err)
 		}
-		if b, err := os.ReadFile(path); err != nil || !crashAllZero(b[min(end, int64(len(b))):]) {
+		if b, err := os.ReadFile(path); err != nil || !testkit.AllZero(b[min(end, int64(len(b))):]) {
 			fail("bytes past the end (%d) of %s are not all zero after recovery and an append (%v)", end, path, err)
 		}
 		if left := append(recycledFiles(t, dir), preparedFiles(t, dir)...); len(left) > 0 {
