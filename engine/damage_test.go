@@ -324,7 +324,7 @@ func TestTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			newEnd := end + int64(len(whole(next)))
-			if !bytes.Equal(data[end:newEnd], whole(next)) || !allZero(data[newEnd:]) {
+			if !bytes.Equal(data[end:newEnd], whole(next)) || !testkit.AllZero(data[newEnd:]) {
 				t.Fatalf("after the new record the active file is not zero")
 			}
 			l = mustOpen(t, dir, Options{})

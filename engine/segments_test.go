@@ -108,7 +108,7 @@ func TestIndexFilesFollowSparseRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < len(want) || !bytes.Equal(b[:len(want)], want) || !allZero(b[len(want):]) {
+	if len(b) < len(want) || !bytes.Equal(b[:len(want)], want) || !testkit.AllZero(b[len(want):]) {
 		t.Fatalf("active .index: %d bytes, does not start with the %d expected entries then zeros", len(b), len(want)/8)
 	}
 	if err := l.Close(); err != nil {
@@ -149,15 +149,6 @@ func checkIndexFiles(t testing.TB, dir string, segs []segLayout, interval, n int
 			}
 		}
 	}
-}
-
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // TestFullDiskAtRoll injects ENOSPC into the preallocation of new segments.

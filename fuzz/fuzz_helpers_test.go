@@ -13,6 +13,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // refRecord is one record found by the reference walker.
@@ -61,7 +62,7 @@ func refActive(buf []byte, base uint64, maxLength uint32, maxRecord int) []wantR
 			return want
 		}
 		reach := min(limit, pos+maxRecord+record.HeaderSize)
-		if binary.BigEndian.Uint32(buf[pos:]) == 0 && allZero(buf[pos:reach]) {
+		if binary.BigEndian.Uint32(buf[pos:]) == 0 && testkit.AllZero(buf[pos:reach]) {
 			return want
 		}
 		np, nid := refNextGood(buf, pos, id, reach, id+uint64(maxRecord+record.HeaderSize)/record.HeaderSize+2, maxLength)
@@ -373,16 +374,6 @@ func segmentBases(tb testing.TB, dir string) []uint64 {
 		}
 	}
 	return bases
-}
-
-// allZero reports whether b holds only zero bytes.
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // writeMeta writes log.meta (FORMAT.md, "log.meta") with the settings of o.
