@@ -3,11 +3,14 @@ package pagelog_test
 import (
 	"encoding/json"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -47,17 +50,21 @@ var allowed = map[string]rule{
 	"sparseidx":           {internal: []string{"warmsearch"}},
 	"mmapfile":            {sys: true},
 	"internal/addrspace":  {sys: true},
-	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true},
-	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true, tests: []string{"internal/tmpfstest"}},
-	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record", "internal/tmpfstest"}, testSys: true},
-	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true, tests: []string{"internal/tmpfstest"}},
+	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true, tests: []string{"internal/testkit"}},
+	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true, tests: []string{"internal/tmpfstest", "internal/testkit"}},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record", "internal/tmpfstest", "internal/testkit"}, testSys: true},
+	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true, tests: []string{"internal/tmpfstest", "internal/testkit"}},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
 	// module (bench/peers).
-	"bench": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/stopwatch", "mmapfile"}, testSys: true},
+	"bench": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/stopwatch", "internal/testkit", "mmapfile"}, testSys: true},
 	// The fuzz targets reach into the library's pure layers and the
 	// engine and queue; never into cmd or bench.
-	"fuzz": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/segment", "sparseidx", "warmsearch", "inflight"}},
+	"fuzz": {testOnly: true, tests: []string{"engine", "queue", "internal/record", "internal/segment", "internal/testkit", "sparseidx", "warmsearch", "inflight"}},
+	// The scaffolding the tests of several packages share (crash
+	// children, torn files, /proc readers): for tests only, which
+	// TestTestkitOnlyInTests checks in every module.
+	"internal/testkit": {},
 }
 
 // ownModules are directories that hold a module of their own: they may
@@ -154,6 +161,42 @@ func checkImport(t *testing.T, from, imp string, internal []string, sys bool) {
 		}
 	case strings.Contains(strings.Split(imp, "/")[0], "."):
 		t.Errorf("%s imports %s: the module takes no dependency but golang.org/x/sys (peers live in bench/peers)", from, imp)
+	}
+}
+
+// TestTestkitOnlyInTests: internal/testkit, the tests' shared
+// scaffolding, is imported by test files only, in every module of the
+// repository (raftstore and metrics included, whose graphs
+// TestImportGraph does not see).
+func TestTestkitOnlyInTests(t *testing.T) {
+	const testkit = module + "/internal/testkit"
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" || d.Name() == "testdata" || filepath.ToSlash(path) == "internal/testkit" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == testkit {
+				t.Errorf("%s imports %s, which is for tests only", filepath.ToSlash(path), testkit)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -7,12 +7,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -105,19 +105,14 @@ func measureFootprint(b *testing.B, root string) footprint {
 		if err != nil || !fi.Mode().IsRegular() {
 			return err
 		}
-		f.disk += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		f.disk += testkit.DiskBytes(fi)
 		f.cached += cachedBytes(path, fi.Size())
 		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	fds, _ := os.ReadDir("/proc/self/fd")
-	for _, e := range fds {
-		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(t, root+"/") {
-			f.fds++
-		}
-	}
+	f.fds = len(testkit.DescriptorsUnder(b, root))
 	sm, err := os.Open("/proc/self/smaps")
 	if err != nil {
 		b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -251,7 +252,7 @@ func diskBytes(b *testing.B, dir string) int64 {
 		if err != nil {
 			return err
 		}
-		n += allocatedBytes(info)
+		n += testkit.DiskBytes(info)
 		return nil
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -713,11 +714,11 @@ func (h *gatedSyncHook) datasync(f *os.File) error {
 func openFileInode(name string, f *os.File) uint64 {
 	if f != nil {
 		if st, err := f.Stat(); err == nil {
-			return fileInfoInode(st)
+			return testkit.Inode(st)
 		}
 	}
 	if st, err := os.Stat(name); err == nil {
-		return fileInfoInode(st)
+		return testkit.Inode(st)
 	}
 	return 0
 }
@@ -821,8 +822,6 @@ func syncRacingTruncate(t *testing.T, dir string) {
 		}
 	}
 }
-
-func fileInfoInode(st os.FileInfo) uint64 { return inodeNumber(st) }
 
 // waitDurableRacingTruncate: a WaitDurable waiting behind a sync
 // while Truncate cuts below its offset. It must return (ErrNotFound, or

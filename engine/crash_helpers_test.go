@@ -14,16 +14,14 @@ package engine
 
 import (
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -87,47 +85,13 @@ func crashBody(off, salt uint64, minLen, maxLen int) []byte {
 	return b
 }
 
-// crashCopyFiles copies the regular files of src into dst (which exists).
-func crashCopyFiles(t testing.TB, src, dst string) {
-	t.Helper()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		in, err := os.Open(filepath.Join(src, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// Renamed or removed since the listing by a live log's
-			// background work: as a crash between the two would leave it.
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.OpenFile(filepath.Join(dst, e.Name()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err == nil {
-			_, err = io.Copy(out, in)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-		}
-		_ = in.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // quietCopyFiles copies l's files into dst (which exists) at a moment when
 // no background work of l changes them (see whenQuiet). The caller makes no
 // append, drop or Close meanwhile: the copy is the directory as it stands
 // between two calls.
 func quietCopyFiles(t testing.TB, l *Log, dst string) {
 	t.Helper()
-	if !whenQuiet(l, func() { crashCopyFiles(t, l.dir, dst) }) {
+	if !whenQuiet(l, func() { testkit.MustCopyDir(t, l.dir, dst, false) }) {
 		t.Fatal("the log's background work never went quiet")
 	}
 }
@@ -165,16 +129,6 @@ func whenQuiet(l *Log, do func()) bool {
 // crashRand returns a generator for one case of a test.
 func crashRand(seed, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, stream))
-}
-
-// crashAllZero reports whether b holds only zero bytes.
-func crashAllZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // crashCheckRange reads every record in [from, to) and compares its body

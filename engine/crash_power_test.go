@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestCrashPowerLoss simulates power failures. The datasync hook stands for
@@ -45,26 +46,26 @@ func TestCrashPowerLoss(t *testing.T) {
 		st.acked, st.survivors, st.lost)
 	t.Logf("crash states: %d sectors new, %d old, %d zeroed, %d pages torn, %d files never synced, "+
 		"%d truncated to the synced size, %d extended, %d new segments lost with their directory entry, %d recovery points",
-		st.sectorsNew, st.sectorsOld, st.sectorsZero, st.pagesTorn, st.unsynced, st.truncated, st.extended,
+		st.SectorsNew, st.SectorsOld, st.SectorsZero, st.PagesTorn, st.Unsynced, st.Truncated, st.extended,
 		st.droppedSegments, st.recoveryPoints)
 	t.Logf("recovery: %d torn tails seen, %d reported as cuts (%d bytes), %d indexes rebuilt, %d sealed segments trimmed",
 		st.tornSeen, st.cuts, st.tornBytes, st.indexesRebuilt, st.sealedTrimmed)
 	// Each kind of crash point, and a torn sector, in the default 200
 	// cases (about a quarter to a half each): none means the cases no
 	// longer reach it.
-	if *crashCase < 0 && *crashPower >= 100 && (st.between == 0 || st.inSync == 0 || st.inSeal == 0 || st.sectorsOld == 0) {
+	if *crashCase < 0 && *crashPower >= 100 && (st.between == 0 || st.inSync == 0 || st.inSeal == 0 || st.SectorsOld == 0) {
 		t.Fatalf("a kind of case never came: %d crashes between appends, %d inside a sync, %d inside a seal, %d sectors kept old",
-			st.between, st.inSync, st.inSeal, st.sectorsOld)
+			st.between, st.inSync, st.inSeal, st.SectorsOld)
 	}
 }
 
 type crashPowerStats struct {
-	cases, between, inSync, inSeal                                 int
-	acked, survivors, lost                                         int
-	sectorsNew, sectorsOld, sectorsZero, pagesTorn                 int
-	unsynced, truncated, extended, droppedSegments, recoveryPoints int
-	tornSeen, cuts, indexesRebuilt, sealedTrimmed                  int
-	tornBytes                                                      int64
+	cases, between, inSync, inSeal int
+	acked, survivors, lost         int
+	testkit.TearStats
+	extended, droppedSegments, recoveryPoints     int
+	tornSeen, cuts, indexesRebuilt, sealedTrimmed int
+	tornBytes                                     int64
 }
 
 // crashDisk is the simulated disk behind the datasync hook.
@@ -296,74 +297,14 @@ func crashWrite(t *testing.T, path string, b []byte) {
 }
 
 // crashSegmentFile returns what a segment file may hold after the crash,
-// given its last synced content (nil: never synced) and the page cache's.
+// given its last synced content (nil: never synced) and the page cache's:
+// a torn mix of the two (testkit.TearFile), and now and then zeros past
+// the end of the newest segment.
 func crashSegmentFile(rng *rand.Rand, synced, cur []byte, newest bool, st *crashPowerStats) []byte {
-	old := synced
-	if old == nil {
-		st.unsynced++
-		if rng.IntN(2) == 0 {
-			old = make([]byte, len(cur)) // preallocated, never written
-		}
-	}
-	out := crashTear(rng, old, cur, st)
-	size := len(cur)
-	switch {
-	case len(old) != len(cur) && rng.IntN(3) == 0:
-		size = len(old) // the size change was not synced
-		st.truncated++
-	case newest && rng.IntN(8) == 0:
-		size += rng.IntN(4096) // zeros past the end
+	out := testkit.TearFile(rng, synced, synced != nil, cur, &st.TearStats)
+	if newest && len(out) == len(cur) && rng.IntN(8) == 0 {
+		out = append(out, make([]byte, rng.IntN(4096))...) // zeros past the end
 		st.extended++
-	}
-	if size <= len(out) {
-		return out[:size]
-	}
-	return append(out, make([]byte, size-len(out))...)
-}
-
-// crashTear mixes the synced content old with the page cache's content cur,
-// 512-byte sector by sector, 4 KiB page by page: for each page that
-// changed, all new, all old, zeros where nothing was synced, or torn (each
-// sector new or old). Sometimes the whole file is new or old.
-func crashTear(rng *rand.Rand, old, cur []byte, st *crashPowerStats) []byte {
-	const sector, page = 512, 4096
-	n := max(len(old), len(cur))
-	out := make([]byte, n)
-	copy(out, old)
-	newer := make([]byte, n)
-	copy(newer, cur)
-	whole := rng.IntN(4) // 0: all new, 1: all old, else page by page
-	for p := 0; p < n; p += page {
-		pe := min(p+page, n)
-		if string(out[p:pe]) == string(newer[p:pe]) {
-			continue
-		}
-		mode := whole
-		if whole > 1 {
-			mode = rng.IntN(4)
-		}
-		if mode == 3 {
-			st.pagesTorn++
-		}
-		for s := p; s < pe; s += sector {
-			se := min(s+sector, pe)
-			if string(out[s:se]) == string(newer[s:se]) {
-				continue
-			}
-			m := mode
-			if m == 3 {
-				m = rng.IntN(2)
-			}
-			switch {
-			case m == 0:
-				copy(out[s:se], newer[s:se])
-				st.sectorsNew++
-			case m == 2 && crashAllZero(out[s:se]):
-				st.sectorsZero++ // nothing synced there: reads as zeros
-			default:
-				st.sectorsOld++
-			}
-		}
 	}
 	return out
 }
@@ -395,7 +336,7 @@ func crashCheckPowerState(t *testing.T, cdir string, first, acked, written uint6
 	if rep, err := l.Verify(nil); err != nil || !rep.Healthy() {
 		fail("Verify after recovery: %v, %d damaged, first %+v, index problems %q", err, rep.Damaged, rep.FirstDamage, rep.IndexProblems)
 	}
-	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !crashAllZero(before[rec.Active.End:]) {
+	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !testkit.AllZero(before[rec.Active.End:]) {
 		st.tornSeen++
 	}
 	if rec.Active.Cut {
@@ -425,7 +366,7 @@ func crashCheckPowerState(t *testing.T, cdir string, first, acked, written uint6
 	if err := l.Close(); err != nil {
 		fail("Close after recovery: %v", err)
 	}
-	if b, err := os.ReadFile(path); err != nil || !crashAllZero(b[min(end, int64(len(b))):]) {
+	if b, err := os.ReadFile(path); err != nil || !testkit.AllZero(b[min(end, int64(len(b))):]) {
 		fail("bytes past the end (%d) of %s are not all zero after recovery and an append (%v)", end, path, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestCrashProcessKill kills a process that appends, with SIGKILL, at a
@@ -117,7 +117,7 @@ func (k *crashKiller) round(round int) {
 	if msg := crashCheckRange(l, from, next, k.want); msg != "" {
 		fail("%s (recovery %+v)", msg, rec.Active)
 	}
-	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !crashAllZero(before[rec.Active.End:]) {
+	if rec.Active.Segment == newest && rec.Active.End < int64(len(before)) && !testkit.AllZero(before[rec.Active.End:]) {
 		k.st.tornSeen++
 	}
 	if rec.Active.Cut {
@@ -141,7 +141,7 @@ func (k *crashKiller) round(round int) {
 	if err := l.Close(); err != nil {
 		fail("Close: %v", err)
 	}
-	if b, err := os.ReadFile(path); err != nil || !crashAllZero(b[min(end, int64(len(b))):]) {
+	if b, err := os.ReadFile(path); err != nil || !testkit.AllZero(b[min(end, int64(len(b))):]) {
 		fail("bytes past the end (%d) of %s are not all zero after recovery and an append (%v)", end, path, err)
 	}
 	k.start = next + 1
@@ -261,7 +261,7 @@ type crashChildResult struct {
 // collects what it acknowledged.
 func crashRunChild(t *testing.T, dir string, policy SyncPolicy, salt uint64, plan crashKillPlan) crashChildResult {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.v=false")
+	cmd := testkit.Child("TestCrashChild")
 	cmd.Env = append(os.Environ(),
 		crashEnvDir+"="+dir,
 		crashEnvSync+"="+policy.String(),
@@ -271,8 +271,8 @@ func crashRunChild(t *testing.T, dir string, policy SyncPolicy, salt uint64, pla
 	if plan.pipelined {
 		cmd.Env = append(cmd.Env, crashEnvPipe+"=1")
 	}
-	out, stderr := startChild(t, cmd)
-	lines := childLines(out, 64) // a line cut short by the kill is no acknowledgement
+	out, stderr := testkit.StartChild(t, cmd)
+	lines := testkit.Lines(out, 64) // a line cut short by the kill is no acknowledgement
 	res := crashChildResult{beforeOpen: true}
 	killed := false
 	kill := func() {

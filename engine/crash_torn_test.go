@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // crashTornOptions: small segments and a dense index, so that the active
@@ -88,7 +89,7 @@ type crashTornCase struct {
 }
 
 func crashTornCases(seed uint64) []crashTornCase {
-	nonZeroBefore := func(content []byte, start, b int64) bool { return !crashAllZero(content[start:b]) }
+	nonZeroBefore := func(content []byte, start, b int64) bool { return !testkit.AllZero(content[start:b]) }
 	return []crashTornCase{
 		{
 			name: "zero to the end",
@@ -128,7 +129,7 @@ func crashGarbage(seed uint64, content []byte, start, b int64, n int) []byte {
 	}
 	if b < start+4 {
 		length := append(append([]byte(nil), content[start:b]...), g[:start+4-b]...)
-		if crashAllZero(length) {
+		if testkit.AllZero(length) {
 			g[start+3-b] = 1 // a short length: damage, not an end
 			if g[0] == content[b] {
 				g[0] ^= 0x80
@@ -207,7 +208,7 @@ func TestCrashTornTail(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	crashCopyFiles(t, p.dir, dir)
+	testkit.MustCopyDir(t, p.dir, dir, false)
 	l, err := Open(dir, crashTornOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func crashTornRun(t *testing.T, scratch string, p *crashTornLog, i int, marker, 
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	crashCopyFiles(t, p.dir, dir)
+	testkit.MustCopyDir(t, p.dir, dir, false)
 	if !marker {
 		if err := os.Remove(filepath.Join(dir, cleanName)); err != nil {
 			t.Fatal(err)

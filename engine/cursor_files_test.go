@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // cursorAt makes a cursor called name of the log in dir committed at pos.
@@ -60,7 +61,7 @@ func TestCursorRefusesAFIFOInPlaceOfItsFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, cursorDir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := mkfifo(filepath.Join(dir, cursorDir, "c")); err != nil {
+	if err := testkit.Mkfifo(filepath.Join(dir, cursorDir, "c")); err != nil {
 		t.Fatal(err)
 	}
 	err := returns(t, "OpenCursor", func() error {

@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Readers in this process beside a writer in another that appends, rolls
@@ -90,15 +91,15 @@ func firstOffsetNow(dir string) uint64 {
 
 func TestReadNextBesideDroppingProcess(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReadNextBesideDroppingProcessChild$", "-test.count=1", "-test.v=false")
+	cmd := testkit.Child("TestReadNextBesideDroppingProcessChild")
 	cmd.Env = append(os.Environ(), droppingWriterEnvDir+"="+dir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr := startChild(t, cmd)
+	stdout, stderr := testkit.StartChild(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := childLines(stdout, 4)
+	lines := testkit.Lines(stdout, 4)
 	select {
 	case l, ok := <-lines:
 		if !ok || l != "open" {

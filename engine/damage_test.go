@@ -13,6 +13,7 @@ import (
 
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 const damageSegBytes = 64 << 10
@@ -295,7 +296,7 @@ func TestTornTail(t *testing.T) {
 			if err := ro.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if d := diffHashes(before, hashDir(t, dir)); d != "" {
+			if d := testkit.DiffHashes(before, hashDir(t, dir)); d != "" {
 				t.Fatalf("read-only open changed the directory: %s", d)
 			}
 
@@ -323,7 +324,7 @@ func TestTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			newEnd := end + int64(len(whole(next)))
-			if !bytes.Equal(data[end:newEnd], whole(next)) || !allZero(data[newEnd:]) {
+			if !bytes.Equal(data[end:newEnd], whole(next)) || !testkit.AllZero(data[newEnd:]) {
 				t.Fatalf("after the new record the active file is not zero")
 			}
 			l = mustOpen(t, dir, Options{})
@@ -411,7 +412,7 @@ func TestCrashDuringRoll(t *testing.T) {
 	}
 	before := hashDir(t, dir)
 	checkAll(t, mustOpenRO(t, dir, Options{}), 0, sizes)
-	if d := diffHashes(before, hashDir(t, dir)); d != "" {
+	if d := testkit.DiffHashes(before, hashDir(t, dir)); d != "" {
 		t.Fatalf("read-only open changed the directory: %s", d)
 	}
 	l = mustOpen(t, dir, Options{})

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The edges of the log: one test per way a probe broke it. Each failed
@@ -643,7 +645,7 @@ func TestNoLogThere(t *testing.T) {
 	if _, err := Recover(dir, Options{}, RecoverOptions{}); !errors.Is(err, ErrNoLog) {
 		t.Fatalf("Recover of a directory with no log: %v", err)
 	}
-	if d := diffHashes(before, hashDir(t, dir)); d != "" {
+	if d := testkit.DiffHashes(before, hashDir(t, dir)); d != "" {
 		t.Fatalf("changed: %s", d)
 	}
 	missing := filepath.Join(dir, "no", "such")

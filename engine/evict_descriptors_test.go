@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -306,7 +307,7 @@ func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 			}
 			if n > int64(bound) {
 				fail(fmt.Errorf("%d descriptors open on the log's files (%d segments, %d rolled), want at most %d:\n%s",
-					n, l.Stats().Segments, rolled.Load(), bound, dirDescriptors(dir)))
+					n, l.Stats().Segments, rolled.Load(), bound, testkit.DescriptorsUnder(t, dir)))
 				return
 			}
 		}
@@ -332,7 +333,7 @@ func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 		t.Errorf("only %d segments rolled", rolled.Load())
 	}
 	if n := openFDs(t, dir); n > quietDescriptorBound(c.opts) {
-		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, quietDescriptorBound(c.opts), dirDescriptors(dir))
+		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, quietDescriptorBound(c.opts), testkit.DescriptorsUnder(t, dir))
 	}
 	if st.MappedSegments > c.opts.MaxMappedSegments+1 {
 		t.Errorf("quiet: %d segments mapped, want at most %d", st.MappedSegments, c.opts.MaxMappedSegments+1)
@@ -348,7 +349,7 @@ func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 		t.Fatalf("Close: %v", err)
 	}
 	if n := openFDs(t, dir); n != 0 {
-		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, testkit.DescriptorsUnder(t, dir))
 	}
 	opts := c.opts
 	opts.RetentionBytes = 0
@@ -379,18 +380,6 @@ func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 func (l *Log) activeBase() uint64 {
 	segs := *l.segs.Load()
 	return segs[len(segs)-1].Base()
-}
-
-// dirDescriptors lists the descriptors of this process on files of dir.
-func dirDescriptors(dir string) string {
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var b strings.Builder
-	for _, e := range ents {
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
-			fmt.Fprintf(&b, "  %s -> %s\n", e.Name(), target[len(dir)+1:])
-		}
-	}
-	return b.String()
 }
 
 // fillGenerationSegments appends records of generation 0 until the log has at least n
@@ -451,7 +440,7 @@ func checkGenerationRecordsFrom(t *testing.T, l *Log, from uint64) {
 // holds a descriptor.
 func segmentEvicted(t *testing.T, dir string, s *segment.Segment) bool {
 	name := filepath.Base(s.Path())
-	return !mappedLogNames(t, dir)[name] && !strings.Contains(dirDescriptors(dir), name)
+	return !mappedLogNames(t, dir)[name] && !strings.Contains(testkit.DescriptorsUnder(t, dir).String(), name)
 }
 
 // A reader took its reference on an evicted sealed segment (Hold, the
@@ -482,7 +471,7 @@ func TestEvictHeldSegmentDroppedAndRecycledReadsNotFound(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("segment %d still mapped or open:\n%s", x.Base(), dirDescriptors(dir))
+					t.Fatalf("segment %d still mapped or open:\n%s", x.Base(), testkit.DescriptorsUnder(t, dir))
 				}
 			}
 			if !x.Hold() {
@@ -606,7 +595,7 @@ func TestEvictPendingSyncOfEvictedSegments(t *testing.T) {
 	segs = *l.segs.Load()
 	victim := segs[len(segs)-3]
 	if !segmentEvicted(t, dir, victim) {
-		t.Fatalf("segment %d still mapped or open:\n%s", victim.Base(), dirDescriptors(dir))
+		t.Fatalf("segment %d still mapped or open:\n%s", victim.Base(), testkit.DescriptorsUnder(t, dir))
 	}
 	bad := errors.New("injected EIO")
 	fn := func(f *os.File) error {
@@ -762,7 +751,7 @@ func TestEvictCloseRacingLeavesNoDescriptors(t *testing.T) {
 				}
 			}
 			if fds := openFDs(t, dir); fds != 0 {
-				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, dirDescriptors(dir))
+				t.Errorf("after Close and %d held records released: %d descriptors open on the log's files:\n%s", n, fds, testkit.DescriptorsUnder(t, dir))
 			}
 			if m := mappedLogNames(t, dir); len(m) != 0 {
 				t.Errorf("after Close and %d held records released: %d .log files still mapped: %v", n, len(m), m)

@@ -4,29 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// countDirMappings counts the mappings of files in dir in /proc/self/maps.
-func countDirMappings(t *testing.T, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Skip("no /proc/self/maps")
-	}
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, dir+"/") {
-			n++
-		}
-	}
-	return n
-}
+	"github.com/pagelog/pagelog/internal/testkit"
+)
 
 // TestEvictRacingDropsKeepsHeldRecords: a log of many sealed segments
 // with one or two kept mapped; readers hold records (Read, Records,
@@ -214,7 +198,7 @@ func TestEvictRacingDropsKeepsHeldRecords(t *testing.T) {
 		if m := l.cfg.Maps.Mapped(); m != 0 {
 			t.Fatalf("round %d: the map cache counts %d mapped after Close", round, m)
 		}
-		if n := countDirMappings(t, dir); n != 0 {
+		if n := len(testkit.MapsUnder(t, dir)); n != 0 {
 			t.Fatalf("round %d: %d mappings of the log's files left after Close", round, n)
 		}
 	}

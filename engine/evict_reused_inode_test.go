@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // inodeReuseAll (-inodereuse.all) makes
@@ -23,7 +24,7 @@ func pathInode(path string) uint64 {
 	if err != nil {
 		return 0
 	}
-	return inodeNumber(st)
+	return testkit.Inode(st)
 }
 
 // inodeReuseBody is the body of a record at off of n bytes in generation gen.

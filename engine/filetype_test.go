@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // returns runs f in a goroutine and fails the test when it has not
@@ -64,7 +65,7 @@ func TestOpenRefusesAFIFOInPlaceOfAFile(t *testing.T) {
 			dir := closedLog(t)
 			path := filepath.Join(dir, name)
 			_ = os.Remove(path)
-			if err := mkfifo(path); err != nil {
+			if err := testkit.Mkfifo(path); err != nil {
 				t.Fatal(err)
 			}
 			err := returns(t, "Open", func() error { return openAndClose(dir, Options{}) })

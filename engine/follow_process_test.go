@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var followDuration = flag.Duration("follow.duration", 3*time.Second, "how long TestFollowProcesses kills and restarts its processes")
@@ -184,11 +186,10 @@ type followChild struct {
 func startFollowChild(t *testing.T, role, dir, name string) *followChild {
 	t.Helper()
 	c := &followChild{done: make(chan error, 1)}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^TestFollowChild$", "-test.count=1", "-test.v=false")
+	c.cmd = testkit.Child("TestFollowChild")
 	c.cmd.Env = append(os.Environ(), "PAGELOG_FOLLOW_JOURNAL="+followJournal(dir, name),
 		"PAGELOG_FOLLOW_ROLE="+role, "PAGELOG_FOLLOW_DIR="+dir, "PAGELOG_FOLLOW_NAME="+name)
 	c.cmd.Stderr = &c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,10 @@ package engine
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Helpers shared by the engine tests.
@@ -254,82 +253,20 @@ func segPath(dir string, base uint64, suffix string) string {
 	return filepath.Join(dir, segment.Name(base, suffix))
 }
 
-// hashDir returns the name and SHA-256 of every file in dir.
-func hashDir(t testing.TB, dir string) map[string][32]byte {
+// hashDir returns a fingerprint (mode, size, SHA-256) of every file in dir
+// but the prepared next segment, which comes and goes in the background.
+func hashDir(t testing.TB, dir string) map[string]string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string][32]byte)
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), segment.PreparedPrefix) {
-			continue // the prepared next segment comes and goes in the background
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = sha256.Sum256(b)
-	}
-	return out
-}
-
-func diffHashes(a, b map[string][32]byte) string {
-	var d []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok {
-			d = append(d, k+" removed")
-		} else if w != v {
-			d = append(d, k+" changed")
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			d = append(d, k+" added")
-		}
-	}
-	slices.Sort(d)
-	return strings.Join(d, ", ")
+	return testkit.MustHashDir(t, dir, testkit.HashOptions{FilesOnly: true, Skip: func(name string) bool {
+		return strings.HasPrefix(name, segment.PreparedPrefix)
+	}})
 }
 
 // copyDir copies the regular files of src into a new temporary directory.
 func copyDir(t testing.TB, src string) string {
 	t.Helper()
 	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		in, err := os.Open(filepath.Join(src, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// Renamed or removed since the listing by a live log (a
-			// roll naming its index files, a drop): as a crash between
-			// the two would leave it, which recovery must take.
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := os.Create(filepath.Join(dst, e.Name()))
-		if err == nil {
-			_, err = io.Copy(out, in)
-		}
-		_ = in.Close()
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	testkit.MustCopyDir(t, src, dst, false)
 	return dst
 }
 

@@ -4,25 +4,22 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // mappedLogFiles counts the distinct .log files of dir mapped by this
-// process, from /proc/self/maps.
+// process (and not removed).
 func mappedLogFiles(t *testing.T, dir string) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if i := strings.Index(line, dir+"/"); i >= 0 && strings.HasSuffix(line, ".log") {
-			seen[line[i:]] = true
+	for _, m := range testkit.MapsUnder(t, dir) {
+		if !m.Deleted && strings.HasSuffix(m.Path, ".log") {
+			seen[m.Path] = true
 		}
 	}
 	return len(seen)
@@ -31,16 +28,12 @@ func mappedLogFiles(t *testing.T, dir string) int {
 // openFDs counts the descriptors of this process open on files of dir.
 func openFDs(t *testing.T, dir string) int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Skipf("no /proc/self/fd: %v", err)
-	}
 	n := 0
-	for _, e := range ents {
+	for _, d := range testkit.DescriptorsUnder(t, dir) {
 		// A temporary file is a checkpoint being written (the
 		// checkpointer's log.recovery under SyncInterval): open for a
 		// moment, not held.
-		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(target, dir+"/") && !strings.HasSuffix(target, ".tmp") {
+		if !strings.HasSuffix(d.Path, ".tmp") {
 			n++
 		}
 	}

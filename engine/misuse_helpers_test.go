@@ -26,14 +26,10 @@ package engine
 // TestConcurrentCallsBesideCloseDropTruncate.
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -150,78 +146,6 @@ func caseScratchRoot(t *testing.T) string {
 		}
 	}
 	return t.TempDir()
-}
-
-// copyDirFiles copies the regular files of src into dst (created).
-func copyDirFiles(src, dst string) error {
-	if err := os.MkdirAll(dst, 0o700); err != nil {
-		return err
-	}
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// Renamed since the listing by a live log's checkpointer
-			// (its .tmp): as a crash between the two would leave it.
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// hashDirFiles returns name -> size, mode and SHA-256 of every entry of dir.
-func hashDirFiles(dir string) (map[string]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]string)
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			return nil, err
-		}
-		h := fmt.Sprintf("%v %d", info.Mode(), info.Size())
-		if e.Type().IsRegular() {
-			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-			if err != nil {
-				return nil, err
-			}
-			h += fmt.Sprintf(" %x", sha256.Sum256(b))
-		}
-		out[e.Name()] = h
-	}
-	return out, nil
-}
-
-func diffDirHashes(a, b map[string]string) string {
-	var d []string
-	for k, v := range a {
-		if w, ok := b[k]; !ok {
-			d = append(d, k+" removed")
-		} else if w != v {
-			d = append(d, k+" changed")
-		}
-	}
-	for k := range b {
-		if _, ok := a[k]; !ok {
-			d = append(d, k+" added")
-		}
-	}
-	slices.Sort(d)
-	return strings.Join(d, ", ")
 }
 
 // plainRecordChecksum is the CRC-32C a record without attributes stores: over

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -164,7 +165,7 @@ func damagedTemplates(t *testing.T, root string) []*damagedTemplate {
 	// The writer is still open: the copy is taken while its background
 	// work (a preparer, a roll naming its index files) leaves the files
 	// as they stand, as a kill -9 then would.
-	if !whenQuiet(l, func() { err = copyDirFiles(dir, unclean.dir) }) {
+	if !whenQuiet(l, func() { err = testkit.CopyDir(dir, unclean.dir, false) }) {
 		t.Fatal("the log's background work never went quiet")
 	}
 	if err != nil {
@@ -602,7 +603,7 @@ func (w *damagedWant) minNext() uint64 { return min(w.tp.n, w.exp.loseFrom) }
 
 func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir string) {
 	damaged := filepath.Join(caseDir, "damaged")
-	if err := copyDirFiles(tp.dir, damaged); err != nil {
+	if err := testkit.CopyDir(tp.dir, damaged, false); err != nil {
 		f.add("setup: %v", err)
 		return
 	}
@@ -614,7 +615,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 
 	// OpenReadOnly: serves what is there, changes nothing.
 	guardedPhase(f, "read-only", func() {
-		before, err := hashDirFiles(damaged)
+		before, err := testkit.HashDir(damaged, testkit.HashOptions{})
 		if err != nil {
 			f.add("setup: %v", err)
 			return
@@ -643,10 +644,10 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 		if err := l.Close(); err != nil {
 			f.add("read-only: Close: %v", err)
 		}
-		after, err := hashDirFiles(damaged)
+		after, err := testkit.HashDir(damaged, testkit.HashOptions{})
 		if err != nil {
 			f.add("read-only: %v", err)
-		} else if d := diffDirHashes(before, after); d != "" {
+		} else if d := testkit.DiffHashes(before, after); d != "" {
 			f.add("read-only: the directory changed: %s", d)
 		}
 	})
@@ -654,7 +655,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 	// Open for writing.
 	guardedPhase(f, "writable", func() {
 		dir := filepath.Join(caseDir, "open")
-		if err := copyDirFiles(damaged, dir); err != nil {
+		if err := testkit.CopyDir(damaged, dir, false); err != nil {
 			f.add("setup: %v", err)
 			return
 		}
@@ -711,7 +712,7 @@ func runDamagedCase(f *caseFailures, tp *damagedTemplate, c damagedCase, caseDir
 	// Recover.
 	guardedPhase(f, "Recover", func() {
 		dir := filepath.Join(caseDir, "recover")
-		if err := copyDirFiles(damaged, dir); err != nil {
+		if err := testkit.CopyDir(damaged, dir, false); err != nil {
 			f.add("setup: %v", err)
 			return
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -299,7 +301,7 @@ func changeSettingsOnReopen(f *caseFailures, dir string, unclean bool) {
 			// work (a preparer, a roll naming its index files) leaves
 			// the files as they stand.
 			var cerr error
-			if !whenQuiet(l, func() { cerr = copyDirFiles(dir, copied) }) {
+			if !whenQuiet(l, func() { cerr = testkit.CopyDir(dir, copied, false) }) {
 				f.add("copy: the log's background work never went quiet")
 				return
 			}

@@ -37,10 +37,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -272,7 +272,7 @@ func inodeOf(path string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return st.Sys().(*syscall.Stat_t).Ino, nil
+	return testkit.Inode(st), nil
 }
 
 // applyPending makes every pending operation durable.
@@ -332,7 +332,7 @@ func (d *powerDisk) datasync(f *os.File) error {
 		return fmt.Errorf("simulation: read %s to keep it: %w", f.Name(), err)
 	}
 	b = b[:n]
-	d.synced[st.Sys().(*syscall.Stat_t).Ino] = b
+	d.synced[testkit.Inode(st)] = b
 	return nil
 }
 
@@ -477,7 +477,7 @@ func (st *imageStats) report() string {
 	return fmt.Sprintf("%d disk images: %d directory operations kept, %d lost (%d files gone, %d back or renamed back); "+
 		"%d sectors new, %d old, %d zeroed, %d pages torn, %d files never synced, %d truncated to the synced size",
 		st.images, st.opsKept, st.opsLost, st.filesLost, st.filesBack,
-		st.sectorsNew, st.sectorsOld, st.sectorsZero, st.pagesTorn, st.unsynced, st.truncated)
+		st.SectorsNew, st.SectorsOld, st.SectorsZero, st.PagesTorn, st.Unsynced, st.Truncated)
 }
 
 // sealedSyncedBeforeSuccessor is a checkDir for SyncAlways: when a

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"os"
@@ -14,43 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
-
-// mapping is one line of /proc/self/maps.
-type mapping struct {
-	start, end uintptr
-	perms      string
-	path       string
-}
-
-func procMaps(t testing.TB) []mapping {
-	t.Helper()
-	f, err := os.Open("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
-	defer f.Close()
-	var out []mapping
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		lo, hi, _ := strings.Cut(fields[0], "-")
-		a, err1 := strconv.ParseUint(lo, 16, 64)
-		b, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		m := mapping{start: uintptr(a), end: uintptr(b), perms: fields[1]}
-		if len(fields) >= 6 {
-			m.path = strings.Join(fields[5:], " ")
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 func TestReadIsZeroCopy(t *testing.T) {
 	dir := t.TempDir()
@@ -69,18 +33,18 @@ func TestReadIsZeroCopy(t *testing.T) {
 		if pa != pb {
 			t.Fatalf("Read(%d) twice: bodies at %p and %p, want one place in the mapping", off, pa, pb)
 		}
-		var found *mapping
-		maps := procMaps(t)
+		var found *testkit.Mapping
+		maps := testkit.Maps(t)
 		for i, m := range maps {
-			if uintptr(pa) >= m.start && uintptr(pa) < m.end {
+			if uintptr(pa) >= m.Start && uintptr(pa) < m.End {
 				found = &maps[i]
 			}
 		}
-		if found == nil || !strings.HasPrefix(found.path, dir+"/") || !strings.HasSuffix(found.path, ".log") {
+		if found == nil || !strings.HasPrefix(found.Path, dir+"/") || !strings.HasSuffix(found.Path, ".log") {
 			t.Fatalf("Read(%d): body at %p is not in a mapping of a segment file (%+v)", off, pa, found)
 		}
-		if !strings.HasPrefix(found.perms, "r-") {
-			t.Fatalf("Read(%d): body mapped with %q, want read-only", off, found.perms)
+		if !strings.HasPrefix(found.Perms, "r-") {
+			t.Fatalf("Read(%d): body mapped with %q, want read-only", off, found.Perms)
 		}
 		a.Release()
 		b.Release()
@@ -132,7 +96,7 @@ func TestWriteIntoBodyFaults(t *testing.T) {
 	}
 	before := hashDir(t, dir)
 	for _, off := range []uint64{1, 59} { // sealed, active
-		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteIntoBodyFaults$", "-test.count=1")
+		cmd := testkit.Child("TestWriteIntoBodyFaults")
 		cmd.Env = append(os.Environ(), "PAGELOG_FAULT_CHILD_DIR="+dir, "PAGELOG_FAULT_CHILD_OFFSET="+strconv.FormatUint(off, 10))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -150,7 +114,7 @@ func TestWriteIntoBodyFaults(t *testing.T) {
 	}
 	// The child opened the log for writing, which may rewrite checkpoint
 	// files; the segments must be as they were.
-	if d := diffHashes(segmentHashes(before), segmentHashes(hashDir(t, dir))); d != "" {
+	if d := testkit.DiffHashes(segmentHashes(before), segmentHashes(hashDir(t, dir))); d != "" {
 		t.Fatalf("the log changed: %s", d)
 	}
 	checkAll(t, mustOpenRO(t, dir, Options{}), 0, sizes)
@@ -205,14 +169,8 @@ func TestCloseUnmapsEverything(t *testing.T) {
 	if err := ro.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var left []string
-	for _, m := range procMaps(t) {
-		if strings.HasPrefix(m.path, dir+"/") {
-			left = append(left, m.perms+" "+m.path[len(dir)+1:])
-		}
-	}
-	if len(left) > 0 {
-		t.Fatalf("%d mappings of the log's files remain after Close:\n%s", len(left), strings.Join(left, "\n"))
+	if left := testkit.MapsUnder(t, dir); len(left) > 0 {
+		t.Fatalf("%d mappings of the log's files remain after Close:\n%s", len(left), left)
 	}
 }
 
@@ -417,8 +375,8 @@ func TestOffsetForTime(t *testing.T) {
 }
 
 // segmentHashes keeps the segment files (.log, .index, .timeindex) of h.
-func segmentHashes(h map[string][32]byte) map[string][32]byte {
-	out := make(map[string][32]byte)
+func segmentHashes(h map[string]string) map[string]string {
+	out := make(map[string]string)
 	for name, sum := range h {
 		if _, _, ok := segment.ParseName(name); ok {
 			out[name] = sum

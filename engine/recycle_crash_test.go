@@ -3,17 +3,17 @@
 package engine
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestRecycleCrashProcessKill kills, with SIGKILL at random moments, a
@@ -114,7 +114,7 @@ func TestRecycleCrashProcessKill(t *testing.T) {
 		if err := l.Close(); err != nil {
 			fail("Close: %v", err)
 		}
-		if b, err := os.ReadFile(path); err != nil || !crashAllZero(b[min(end, int64(len(b))):]) {
+		if b, err := os.ReadFile(path); err != nil || !testkit.AllZero(b[min(end, int64(len(b))):]) {
 			fail("bytes past the end (%d) of %s are not all zero after recovery and an append (%v)", end, path, err)
 		}
 		if left := append(recycledFiles(t, dir), preparedFiles(t, dir)...); len(left) > 0 {
@@ -150,13 +150,13 @@ const (
 // to keep (0: none), and the segments it made from reused files.
 func recycleRunChild(t *testing.T, dir string, salt uint64, spare, maxAcks, afterAcks int, delay time.Duration) (crashChildResult, uint64, int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecycleCrashChild$", "-test.count=1", "-test.v=false")
+	cmd := testkit.Child("TestRecycleCrashChild")
 	cmd.Env = append(os.Environ(),
 		recycleEnvDir+"="+dir,
 		recycleEnvSalt+"="+strconv.FormatUint(salt, 10),
 		recycleEnvSpare+"="+strconv.Itoa(spare),
 		recycleEnvMax+"="+strconv.Itoa(maxAcks))
-	out, stderr := startChild(t, cmd)
+	out, stderr := testkit.StartChild(t, cmd)
 	res := crashChildResult{beforeOpen: true}
 	var dropAsked uint64
 	reused := 0
@@ -165,13 +165,7 @@ func recycleRunChild(t *testing.T, dir string, salt uint64, spare, maxAcks, afte
 	hang := time.AfterFunc(2*time.Minute, kill)
 	defer hang.Stop()
 	var timer *time.Timer
-	r := bufio.NewReader(out)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil { // a line cut short by the kill is no acknowledgement
-			break
-		}
-		line = strings.TrimSuffix(line, "\n")
+	for line := range testkit.Lines(out, 256) { // a line cut short by the kill is no acknowledgement
 		crashParseLine(line, &res)
 		f := strings.Fields(line)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 func fileInode(t *testing.T, p string) uint64 {
@@ -15,7 +16,7 @@ func fileInode(t *testing.T, p string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inodeNumber(st)
+	return testkit.Inode(st)
 }
 
 // A power failure after a reused file was named as the active segment but

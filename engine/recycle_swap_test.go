@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -900,20 +900,20 @@ func TestRecycleSwapKillRecoversAcknowledged(t *testing.T) {
 // to keep.
 func swapRunChild(t *testing.T, dir string, salt uint64, spare int, policy SyncPolicy, afterAcks int, delay time.Duration) (res crashChildResult, dropAsked uint64, reused int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecycleSwapKillChild$", "-test.count=1", "-test.v=false")
+	cmd := testkit.Child("TestRecycleSwapKillChild")
 	cmd.Env = append(os.Environ(),
 		swapEnvDir+"="+dir,
 		swapEnvSalt+"="+strconv.FormatUint(salt, 10),
 		swapEnvSpare+"="+strconv.Itoa(spare),
 		swapEnvPolicy+"="+policy.String())
-	out, stderr := startChild(t, cmd)
+	out, stderr := testkit.StartChild(t, cmd)
 	res = crashChildResult{beforeOpen: true}
 	var once sync.Once
 	kill := func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGKILL) }) }
 	hang := time.AfterFunc(time.Minute, kill)
 	defer hang.Stop()
 	var timer *time.Timer
-	for line := range childLines(out, 256) {
+	for line := range testkit.Lines(out, 256) {
 		crashParseLine(line, &res)
 		f := strings.Fields(line)
 		switch {

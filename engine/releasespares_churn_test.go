@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // releaseChurnConfig is one configuration of the ReleaseSpares churn.
@@ -282,9 +284,9 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 		t.Errorf("spare files after Close: %v", left)
 	}
 	if n := openFDs(t, dir); n != 0 {
-		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
+		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, testkit.DescriptorsUnder(t, dir))
 	}
-	if n := countDirMappings(t, dir); n != 0 {
+	if n := len(testkit.MapsUnder(t, dir)); n != 0 {
 		t.Errorf("after Close: %d mappings of the log's files", n)
 	}
 	opts := c.opts
@@ -362,9 +364,9 @@ func TestReleaseSparesRacingClose(t *testing.T) {
 					t.Fatalf("round %d: spare files after Close and ReleaseSpares (%d released): %v", round, n, left)
 				}
 				if fds := openFDs(t, dir); fds != 0 {
-					t.Fatalf("round %d: %d descriptors open on the log's files:\n%s", round, fds, dirDescriptors(dir))
+					t.Fatalf("round %d: %d descriptors open on the log's files:\n%s", round, fds, testkit.DescriptorsUnder(t, dir))
 				}
-				if m := countDirMappings(t, dir); m != 0 {
+				if m := len(testkit.MapsUnder(t, dir)); m != 0 {
 					t.Fatalf("round %d: %d mappings of the log's files", round, m)
 				}
 				r := mustOpen(t, dir, opts)

@@ -6,12 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestReleaseSparesFullDiskChurn: a log on a small tmpfs that
@@ -174,13 +175,13 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 				t.Errorf("spare files after Close: %v", left)
 			}
 			if n := openFDs(t, dir); n != 0 {
-				t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, dirDescriptors(dir))
+				t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, testkit.DescriptorsUnder(t, dir))
 			}
 			// The segments' .log files (the index mappings of segments
 			// whose creation failed on the full disk are
 			// TestRollFailedCreateUnmapsOffsetIndex's).
 			if n := mappedLogFiles(t, dir); n != 0 {
-				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, mapsLinesOf(dir))
+				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, testkit.MapsUnder(t, dir))
 			}
 			r := mustOpen(t, dir, c.opts)
 			defer r.Close()
@@ -208,16 +209,4 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mapsLinesOf returns the lines of /proc/self/maps that map files of dir.
-func mapsLinesOf(dir string) string {
-	b, _ := os.ReadFile("/proc/self/maps")
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, dir+"/") {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, "\n")
 }

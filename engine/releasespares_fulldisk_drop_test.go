@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestReleaseSparesThenDropKeepsFileOnFullDisk: a writer on a full disk
@@ -120,7 +122,7 @@ func filesWithDiskKiB(dir string) []string {
 	var out []string
 	for _, e := range ents {
 		if st, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
-			out = append(out, fmt.Sprintf("%s:%dK", e.Name(), blocksOf(st)/1024))
+			out = append(out, fmt.Sprintf("%s:%dK", e.Name(), testkit.DiskBytes(st)/1024))
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -34,7 +35,7 @@ func TestRollFailedCreateUnmapsOffsetIndex(t *testing.T) {
 	}
 	l := mustOpen(t, dir, opts)
 	fillGenerationSegments(t, l, 3)
-	base := countDirMappings(t, dir)
+	base := len(testkit.MapsUnder(t, dir))
 	full.Store(true)
 	failed := 0
 	for i := 0; failed < 20 && i < 100000; i++ {
@@ -52,11 +53,11 @@ func TestRollFailedCreateUnmapsOffsetIndex(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond) // the preparer's attempts end
 	t.Logf("%d appends failed, %d time index allocations refused; mappings of the log's files: %d before, %d now",
-		failed, refused.Load(), base, countDirMappings(t, dir))
+		failed, refused.Load(), base, len(testkit.MapsUnder(t, dir)))
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := countDirMappings(t, dir); n != 0 {
-		t.Fatalf("after %d failed segment creations and Close: %d mappings of the log's files left:\n%s", refused.Load(), n, mapsLinesOf(dir))
+	if n := len(testkit.MapsUnder(t, dir)); n != 0 {
+		t.Fatalf("after %d failed segment creations and Close: %d mappings of the log's files left:\n%s", refused.Load(), n, testkit.MapsUnder(t, dir))
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -1167,11 +1168,11 @@ func TestPreparedChild(t *testing.T) {
 // the channel returned, closed when it ends.
 func startPreparedChild(t *testing.T, role string, env ...string) (*exec.Cmd, <-chan string, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPreparedChild$", "-test.count=1", "-test.v=false")
+	cmd := testkit.Child("TestPreparedChild")
 	cmd.Env = append(append(os.Environ(), preparedEnvRole+"="+role), env...)
-	out, stderr := startChild(t, cmd)
+	out, stderr := testkit.StartChild(t, cmd)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return cmd, childLines(out, 1024), stderr
+	return cmd, testkit.Lines(out, 1024), stderr
 }
 
 // Kill -9 a process that rolls segments (1 byte, 4 KiB and 64 KiB; 16 MiB

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -334,18 +335,10 @@ func TestSealEvictRecycledAndRetired(t *testing.T) {
 // ahead).
 func mappedLogNames(t *testing.T, dir string) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSuffix(line, " (deleted)")
-		i := strings.Index(line, dir+"/")
-		if i < 0 || !strings.HasSuffix(line, segment.LogSuffix) {
-			continue
-		}
-		if name := line[i+len(dir)+1:]; !strings.HasPrefix(name, segment.PreparedPrefix) {
+	for _, m := range testkit.MapsUnder(t, dir) {
+		name := m.Path[len(dir)+1:]
+		if strings.HasSuffix(name, segment.LogSuffix) && !strings.HasPrefix(name, segment.PreparedPrefix) {
 			seen[name] = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -29,7 +30,7 @@ func diskBytes(t *testing.T, dir string) int64 {
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		n += blocksOf(st)
+		n += testkit.DiskBytes(st)
 	}
 	return n
 }
@@ -277,7 +278,7 @@ func TestRollAppendsBeforeIndexFilesNamed(t *testing.T) {
 
 	// A crash now: the files as they are.
 	cdir := t.TempDir()
-	crashCopyFiles(t, dir, cdir)
+	testkit.MustCopyDir(t, dir, cdir, false)
 	c := mustOpen(t, cdir, opts)
 	notes := strings.Join(c.Recovery().Notes, "; ")
 	for _, suffix := range []string{segment.IndexSuffix, segment.TimeIndexSuffix} {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -107,7 +108,7 @@ func TestIndexFilesFollowSparseRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < len(want) || !bytes.Equal(b[:len(want)], want) || !allZero(b[len(want):]) {
+	if len(b) < len(want) || !bytes.Equal(b[:len(want)], want) || !testkit.AllZero(b[len(want):]) {
 		t.Fatalf("active .index: %d bytes, does not start with the %d expected entries then zeros", len(b), len(want)/8)
 	}
 	if err := l.Close(); err != nil {
@@ -150,15 +151,6 @@ func checkIndexFiles(t testing.TB, dir string, segs []segLayout, interval, n int
 	}
 }
 
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // TestFullDiskAtRoll injects ENOSPC into the preallocation of new segments.
 func TestFullDiskAtRoll(t *testing.T) {
 	dir := t.TempDir()
@@ -181,7 +173,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 	// segment allocated now fails, and leaves every file as it was.
 	var failedAt uint64
 	var before []logFile
-	var hashes map[string][32]byte
+	var hashes map[string]string
 	for {
 		want := l.Next()
 		// The last roll's goroutine (naming the index files, sealing) is
@@ -242,7 +234,7 @@ func TestFullDiskAtRoll(t *testing.T) {
 }
 
 // diffFileSet reports files added or removed (contents may differ).
-func diffFileSet(a, b map[string][32]byte) string {
+func diffFileSet(a, b map[string]string) string {
 	for k := range a {
 		if _, ok := b[k]; !ok {
 			return k + " removed"
@@ -325,7 +317,7 @@ func TestIndexDamage(t *testing.T) {
 			if err := ro.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if d := diffHashes(before, hashDir(t, dir)); d != "" {
+			if d := testkit.DiffHashes(before, hashDir(t, dir)); d != "" {
 				t.Fatalf("read-only open changed the directory: %s", d)
 			}
 			l := mustOpen(t, dir, Options{})

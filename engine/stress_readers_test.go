@@ -15,9 +15,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -113,11 +114,10 @@ type stressChild struct {
 func startStressChild(t *testing.T, role, dir string, seed uint64) *stressChild {
 	t.Helper()
 	c := &stressChild{role: role}
-	c.cmd = exec.Command(os.Args[0], "-test.run=^TestStressChild$", "-test.count=1", "-test.v=false")
+	c.cmd = testkit.Child("TestStressChild")
 	c.cmd.Env = append(os.Environ(), "PAGELOG_STRESS_ROLE="+role, "PAGELOG_STRESS_DIR="+dir,
 		"PAGELOG_STRESS_SEED="+strconv.FormatUint(seed, 10))
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var err error
 	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)

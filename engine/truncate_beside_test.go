@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/mmapfile"
 )
 
@@ -674,7 +675,7 @@ func TestTruncateCrashLeavesPrefix(t *testing.T) {
 			var names []string
 			h.set(func(f *os.File) error {
 				c := crashScratchDir(t)
-				crashCopyFiles(t, dir, c)
+				testkit.MustCopyDir(t, dir, c, false)
 				copies = append(copies, c)
 				names = append(names, filepath.Base(f.Name()))
 				return nil

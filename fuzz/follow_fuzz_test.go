@@ -10,6 +10,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // FuzzFollowTorn runs a follower (a read-only Log: Next and Read) against
@@ -56,7 +57,7 @@ func followPlan(plan []byte) []followStep {
 		if t := plan[i+2]; t%4 == 0 {
 			st.torn = 1 + int(t)%(len(st.rec)-1)
 			st.flip = t&0x80 != 0
-			if !st.flip && allZero(st.rec[st.torn:]) {
+			if !st.flip && testkit.AllZero(st.rec[st.torn:]) {
 				// The prefix and the zeros after it are the whole
 				// record: not torn, and a writer's restart keeps it.
 				st.torn = 0

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // refRecord is one record found by the reference walker.
@@ -62,7 +62,7 @@ func refActive(buf []byte, base uint64, maxLength uint32, maxRecord int) []wantR
 			return want
 		}
 		reach := min(limit, pos+maxRecord+record.HeaderSize)
-		if binary.BigEndian.Uint32(buf[pos:]) == 0 && allZero(buf[pos:reach]) {
+		if binary.BigEndian.Uint32(buf[pos:]) == 0 && testkit.AllZero(buf[pos:reach]) {
 			return want
 		}
 		np, nid := refNextGood(buf, pos, id, reach, id+uint64(maxRecord+record.HeaderSize)/record.HeaderSize+2, maxLength)
@@ -121,33 +121,6 @@ func canonicalSection(section []byte) bool {
 		p += record.EntryHeaderSize + int(section[p+1])
 	}
 	return last != 0
-}
-
-// copyDir copies the regular files of src (one level of subdirectories
-// too) into dst, which it creates.
-func copyDir(tb testing.TB, src, dst string) {
-	tb.Helper()
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(to, b, 0o600)
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
 }
 
 // goodRecord returns the body and attributes of the i-th record the
@@ -401,16 +374,6 @@ func segmentBases(tb testing.TB, dir string) []uint64 {
 		}
 	}
 	return bases
-}
-
-// allZero reports whether b holds only zero bytes.
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // writeMeta writes log.meta (FORMAT.md, "log.meta") with the settings of o.

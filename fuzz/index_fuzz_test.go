@@ -10,6 +10,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/sparseidx"
 )
 
@@ -114,7 +115,7 @@ func FuzzIndexFiles(f *testing.F) {
 			return
 		}
 		dir := filepath.Join(t.TempDir(), "log")
-		copyDir(t, tpl.dir, dir)
+		testkit.MustCopyDir(t, tpl.dir, dir, true)
 		seg := int(which) % len(tpl.bases)
 		base := tpl.bases[seg]
 		if mode&indexProgram != 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -275,7 +276,7 @@ func (m *queueModel) reopen(crash bool) {
 	dir := m.dir
 	if crash {
 		dir = m.dir + "-crash"
-		copyDir(m.t, m.dir, dir)
+		testkit.MustCopyDir(m.t, m.dir, dir, true)
 	}
 	if err := m.q.Close(); err != nil {
 		m.fail("Close: %v", err)

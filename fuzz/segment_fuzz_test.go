@@ -13,6 +13,7 @@ import (
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
 	"github.com/pagelog/pagelog/internal/segment"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // activeOpts shape the template log of FuzzOpenActiveSegment: small
@@ -64,7 +65,7 @@ func buildActiveTemplate(tb testing.TB, dir string) *activeTemplate {
 		tb.Fatal(err)
 	}
 	recs, end := refWalk(data, tpl.base, tpl.maxLength)
-	if len(recs) != 8 || !allZero(data[end:]) {
+	if len(recs) != 8 || !testkit.AllZero(data[end:]) {
 		tb.Fatalf("template: active segment holds %d records, then %d bytes", len(recs), len(data)-int(end))
 	}
 	tpl.good = data[:end]
@@ -151,7 +152,7 @@ func FuzzOpenActiveSegment(f *testing.F) {
 		file = append(file, data...)
 
 		dir := filepath.Join(t.TempDir(), "log")
-		copyDir(t, tpl.dir, dir)
+		testkit.MustCopyDir(t, tpl.dir, dir, true)
 		active := segmentFile(dir, tpl.base, segment.LogSuffix)
 		if err := os.WriteFile(active, file, 0o600); err != nil {
 			t.Fatal(err)
@@ -268,7 +269,7 @@ func writeRecoveryPoint(t *testing.T, dir string, base uint64, pos int64) {
 func (tpl *activeTemplate) expect(file []byte, marker bool) []wantRecord {
 	end := tpl.positions[len(tpl.active)]
 	if marker && int64(len(file)) >= end && bytes.Equal(file[:end], tpl.good) &&
-		allZero(file[end:min(len(file), int(end)+record.HeaderSize)]) {
+		testkit.AllZero(file[end:min(len(file), int(end)+record.HeaderSize)]) {
 		return append([]wantRecord(nil), tpl.active...)
 	}
 	return refActive(file, tpl.base, tpl.maxLength, int(tpl.maxLength)+4)

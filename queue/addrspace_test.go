@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestQueueAddressSpaceBounded: a queue retires its dropped segments'
@@ -59,9 +60,9 @@ func TestQueueAddressSpaceBounded(t *testing.T) {
 // segments (the Go runtime makes none of this kind).
 func retiredBytes(t *testing.T) uintptr {
 	var n uintptr
-	for _, m := range procMaps(t) {
-		if m.perms == "r--p" && m.path == "" {
-			n += m.end - m.start
+	for _, m := range testkit.Maps(t) {
+		if m.Perms == "r--p" && m.Path == "" {
+			n += m.End - m.Start
 		}
 	}
 	return n

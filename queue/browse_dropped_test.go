@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Messages while the owner moves held (delayed) messages out of their segments,
@@ -138,7 +140,7 @@ func logFiles(t *testing.T, dir string) map[uint64]uint64 {
 		if err != nil {
 			continue // dropped meanwhile
 		}
-		files[base] = inodeNumber(st)
+		files[base] = testkit.Inode(st)
 	}
 	return files
 }

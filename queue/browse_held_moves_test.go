@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Messages and Stat beside moves of held messages: crash
@@ -101,7 +102,7 @@ func (b *browseHeld) snap(name string) browseCopy {
 	if err := os.Mkdir(d, 0o700); err != nil {
 		b.t.Fatal(err)
 	}
-	copyTree(b.t, b.dir, d)
+	testkit.MustCopyDir(b.t, b.dir, d, true)
 	return browseCopy{name: name, dir: d, live: maps.Clone(b.live), at: b.clock.Now()}
 }
 
@@ -214,7 +215,7 @@ func (c browseCopy) check(t *testing.T) {
 	if err := os.Mkdir(d, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	copyTree(t, c.dir, d)
+	testkit.MustCopyDir(t, c.dir, d, true)
 	handed := browseOpenDrain(t, d, c.at)
 	if len(handed) != len(got) {
 		t.Errorf("%s: a fresh Open hands out %d messages, Messages gives %d", c.name, len(handed), len(got))
@@ -295,8 +296,8 @@ func browseRounds(t *testing.T, b *browseHeld, rounds int) []browseCopy {
 				b.q.ck.mu.Unlock()
 				t.Fatal(err)
 			}
-			copyTree(t, pre.dir, mid.dir)
-			if err := copyFile(filepath.Join(b.dir, headName), filepath.Join(mid.dir, headName)); err != nil {
+			testkit.MustCopyDir(t, pre.dir, mid.dir, true)
+			if err := testkit.CopyFile(filepath.Join(b.dir, headName), filepath.Join(mid.dir, headName)); err != nil {
 				b.q.ck.mu.Unlock()
 				t.Fatal(err)
 			}
@@ -418,7 +419,7 @@ func TestBrowseDamagedCopiesNeverTwice(t *testing.T) {
 				if err := os.Mkdir(d, 0o700); err != nil {
 					t.Fatal(err)
 				}
-				copyTree(t, c.dir, d)
+				testkit.MustCopyDir(t, c.dir, d, true)
 				name := filepath.Join(d, filepath.Base(p[0].(string)))
 				browseFlip(t, name, p[1].(int)+len(x.body)/2)
 				browseCheckDamaged(t, phase, d, c, k)

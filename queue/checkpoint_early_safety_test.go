@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The early checkpoints (checkpointEarly, noteHead, settleDrop) under
@@ -35,7 +36,7 @@ func headIno(t *testing.T, dir string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return inodeNumber(st)
+	return testkit.Inode(st)
 }
 
 // ckTimer returns the checkpoint timer now set: checkpointEarly replaces
@@ -399,8 +400,8 @@ func TestEarlyCheckpointCloseRacingDeletes(t *testing.T) {
 		stop.Store(true)
 		wg.Wait()
 		time.Sleep(10 * time.Millisecond)
-		if now := dirState(t, dir); now != after {
-			t.Fatalf("round %d: the directory changed after Close returned:\n%s\nthen\n%s", round, after, now)
+		if d := testkit.DiffHashes(after, dirState(t, dir)); d != "" {
+			t.Fatalf("round %d: the directory changed after Close returned: %s", round, d)
 		}
 		if len(bad) > 0 {
 			t.Fatalf("round %d: %v", round, bad)
@@ -441,25 +442,10 @@ func TestEarlyCheckpointCloseRacingDeletes(t *testing.T) {
 }
 
 // dirState describes the files of a queue's directory tree: names, sizes,
-// inodes and modification times.
-func dirState(t *testing.T, dir string) string {
+// inodes, modification times and contents.
+func dirState(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %d %d %d\n", p[len(dir):], fi.Size(), inodeNumber(fi), fi.ModTime().UnixNano())
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return testkit.MustHashDir(t, dir, testkit.HashOptions{Tree: true, FilesOnly: true, ModTimes: true, Inodes: true})
 }
 
 // With a ManualClock, Close racing deletes that bring checkpoints forward:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // closedQueue makes a queue with a few messages, one deleted, closed
@@ -62,7 +63,7 @@ func TestOpenNeverOverwritesANewerHeadCheckpoint(t *testing.T) {
 func TestOpenRefusesWhatIsNotAFileInPlaceOfTheHeadCheckpoint(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "outside")
 	for name, plant := range map[string]func(path string) error{
-		"a FIFO":          func(path string) error { return mkfifo(path) },
+		"a FIFO":          func(path string) error { return testkit.Mkfifo(path) },
 		"a directory":     func(path string) error { return os.Mkdir(path, 0o700) },
 		"a symbolic link": func(path string) error { return os.Symlink(outside, path) },
 	} {

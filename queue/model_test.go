@@ -4,17 +4,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -515,12 +513,12 @@ func (r *modelRun) reopen(crash bool) {
 	dir := r.dir
 	if crash {
 		dir = r.t.TempDir()
-		copyTree(r.t, r.dir, dir)
+		testkit.MustCopyDir(r.t, r.dir, dir, true)
 		if r.maxRecv > 0 {
 			if err := os.Mkdir(dir+".dead", 0o700); err != nil {
 				r.fail("%v", err)
 			}
-			copyTree(r.t, r.dir+".dead", dir+".dead")
+			testkit.MustCopyDir(r.t, r.dir+".dead", dir+".dead", true)
 		}
 	}
 	if err := r.q.Close(); err != nil {
@@ -620,47 +618,4 @@ func (r *modelRun) checkStats() {
 		r.fail("stats %+v, model: end %d head %d in flight %d ready %d messages %d moved %d",
 			st, len(r.msgs), head, inFlight, ready, messages, r.moved)
 	}
-}
-
-// copyTree copies the regular files of src, and of its directories, into
-// dst, which exists.
-func copyTree(t testing.TB, src, dst string) {
-	t.Helper()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		s, d := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
-		switch {
-		case e.IsDir():
-			if err := os.Mkdir(d, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			copyTree(t, s, d)
-		case e.Type().IsRegular():
-			// A file renamed or removed since the listing (a checkpoint's
-			// .tmp, a prepared segment) is left out, as a crash would.
-			if err := copyFile(s, d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

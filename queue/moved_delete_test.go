@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // appendDeleteClosed appends a delete record naming off to the delete log of
@@ -73,7 +75,7 @@ func TestDeleteNamingOlderCopyDeletesMovedMessage(t *testing.T) {
 				if err := os.Mkdir(d, 0o700); err != nil {
 					t.Fatal(err)
 				}
-				copyTree(t, c.dir, d)
+				testkit.MustCopyDir(t, c.dir, d, true)
 				appendDeleteClosed(t, d, r)
 				live := maps.Clone(c.live)
 				delete(live, m.Offset)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The partial moves of held messages (liveIn, moveHeld) lose and repeat
@@ -519,7 +521,7 @@ func TestMovedPartialMovesExactlyOnce(t *testing.T) {
 				a.q.ck.mu.Unlock()
 				t.Fatal(err)
 			}
-			copyTree(t, a.dir, crashDir)
+			testkit.MustCopyDir(t, a.dir, crashDir, true)
 			crash = a.m.clone()
 			crashAt = a.clock.Now()
 			a.q.ck.mu.Unlock()
@@ -688,7 +690,7 @@ func TestMovedCrashBetweenPartialMoves(t *testing.T) {
 			a.m.msgs[key].gone = true
 		}
 		d := t.TempDir()
-		copyTree(t, a.dir, d)
+		testkit.MustCopyDir(t, a.dir, d, true)
 		copies = append(copies, crashCopy{d, a.m.clone(), a.clock.Now()})
 	}
 	a.q.ck.mu.Unlock()

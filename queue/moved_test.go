@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // One message stays in flight while thousands pass: it is moved (more than
@@ -394,7 +395,7 @@ func TestQueueMovedCrashMidMove(t *testing.T) {
 			var st syncDiskStats
 			powerCopy(t, rand.New(rand.NewPCG(uint64(round), 1)), sd, disk, &st)
 		} else {
-			copyTree(t, dir, disk)
+			testkit.MustCopyDir(t, dir, disk, true)
 		}
 		q.ck.mu.Unlock()
 		mustCloseQueue(t, q)
@@ -638,18 +639,9 @@ func TestQueueMovedKill9(t *testing.T) {
 // to its environment, and returns its stdout and what it writes to stderr.
 func startChild(t *testing.T, test string, env ...string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	stderr := &bytes.Buffer{}
-	cmd.Stderr = stderr
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, pipe, stderr
+	cmd := testkit.Child(test, env...)
+	stdout, stderr := testkit.StartChild(t, cmd)
+	return cmd, stdout, stderr
 }
 
 // killChild kills cmd with SIGKILL, waits for done (its stdout read to
@@ -659,8 +651,7 @@ func killChild(t *testing.T, cmd *exec.Cmd, done <-chan struct{}, stderr *bytes.
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+	if !testkit.KilledBySIGKILL(err) {
 		t.Fatalf("child: %v, want it killed\nstderr: %s", err, stderr.String())
 	}
 }
@@ -919,7 +910,7 @@ func TestOpenFindsMovedCopiesThroughHeadIndex(t *testing.T) {
 	}
 	for _, c := range cases {
 		d := t.TempDir()
-		copyTree(t, dir, d)
+		testkit.MustCopyDir(t, dir, d, true)
 		if err := os.WriteFile(filepath.Join(d, headName), c.head, 0o600); err != nil {
 			t.Fatal(err)
 		}

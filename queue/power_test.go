@@ -30,7 +30,7 @@ func TestQueuePowerLoss(t *testing.T) {
 		powerLossRound(t, uint64(round), &st)
 	}
 	t.Log(st)
-	if !t.Failed() && st.sectorsOld == 0 {
+	if !t.Failed() && st.SectorsOld == 0 {
 		t.Errorf("no image kept an unsynced sector old: the disk never tore (%v)", st)
 	}
 }

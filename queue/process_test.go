@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // TestQueuePoisonMessage: a message kills its consumer process (SIGKILL)
@@ -51,7 +50,7 @@ func TestQueuePoisonMessage(t *testing.T) {
 		processed := map[uint64]int{}
 		kills, done := 0, false
 		for run := 0; run < maxReceives+3 && !done; run++ {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestQueuePoisonMessage$", "-test.count=1")
+			cmd := testkit.Child("TestQueuePoisonMessage")
 			cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_POISON_DIR="+dir, "PAGELOG_QUEUE_POISON_SYNC="+policy.String())
 			out, err := cmd.Output()
 			sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -61,11 +60,10 @@ func TestQueuePoisonMessage(t *testing.T) {
 					processed[n]++
 				}
 			}
-			var ee *exec.ExitError
 			switch {
 			case err == nil:
 				done = true
-			case errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signal() == syscall.SIGKILL:
+			case testkit.KilledBySIGKILL(err):
 				kills++
 			default:
 				t.Fatalf("%v: run %d: %v\n%s", policy, run, err, out)
@@ -122,7 +120,7 @@ func poisonChild(dir, syncName string) {
 			continue
 		}
 		if string(m.Body) == "poison" {
-			killSelf()
+			testkit.KillSelf()
 			select {}
 		}
 		if err := q.Delete(m.Offset); err != nil {
@@ -159,7 +157,7 @@ func TestQueueSecondProcessLocked(t *testing.T) {
 	}
 	defer mustCloseQueue(t, q)
 	mustSend(t, q, "mine")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueSecondProcessLocked$", "-test.count=1")
+	cmd := testkit.Child("TestQueueSecondProcessLocked")
 	cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_LOCK_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The queue's promises, one test each; every one failed before its fix.
@@ -35,7 +35,7 @@ func TestQueueOffsetsNeverReusedAfterPowerLoss(t *testing.T) {
 	// What the disk holds once the queue was created: nothing was synced
 	// after this but queue.head, which is written with fsync.
 	disk := t.TempDir()
-	copyTree(t, dir, disk)
+	testkit.MustCopyDir(t, dir, disk, true)
 	for _, p := range []string{"log.clean", "deletes/log.clean"} {
 		_ = os.Remove(filepath.Join(disk, p)) // a writable open removes them first
 	}
@@ -104,7 +104,7 @@ func TestQueueDamagedDeleteRecord(t *testing.T) {
 	// Stop uncleanly: the files as the page cache holds them, no clean
 	// markers.
 	crashed := t.TempDir()
-	copyTree(t, dir, crashed)
+	testkit.MustCopyDir(t, dir, crashed, true)
 	mustCloseQueue(t, q)
 	const rec3 = 2 * (16 + 8) // the third delete record, naming offset 3
 	path := filepath.Join(crashed, deletesDir, "00000000000000000000.log")
@@ -271,7 +271,7 @@ func TestQueueCyclesUnderAddressLimit(t *testing.T) {
 		}
 		os.Exit(0)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueCyclesUnderAddressLimit$", "-test.count=1")
+	cmd := testkit.Child("TestQueueCyclesUnderAddressLimit")
 	cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_VLIMIT_DIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // ---------------------------------------------------------------------------
@@ -470,7 +471,7 @@ func hBuildTemplate(t *testing.T, crashed bool) *hTemplate {
 	}
 	if crashed {
 		c := t.TempDir()
-		copyTree(t, tp.dir, c)
+		testkit.MustCopyDir(t, tp.dir, c, true)
 		mustCloseQueue(t, q)
 		tp.dir = c
 	} else {
@@ -498,7 +499,7 @@ func hBuildTemplate(t *testing.T, crashed bool) *hTemplate {
 		t.Fatalf("template: delete log has %d segments, want several", len(segs))
 	}
 	c := t.TempDir()
-	copyTree(t, tp.dir, c)
+	testkit.MustCopyDir(t, tp.dir, c, true)
 	q = openTestQueue(t, c, clock)
 	tp.baseline = q.Recovery()
 	mustCloseQueue(t, q)
@@ -851,7 +852,7 @@ func TestQueueDamageEveryFileReopens(t *testing.T) {
 
 func hDamageCase(t *testing.T, tp *hTemplate, c hCase) {
 	dir := t.TempDir()
-	copyTree(t, tp.dir, dir)
+	testkit.MustCopyDir(t, tp.dir, dir, true)
 	c.damage(t, dir)
 	// Stat reads the damaged queue without changing a file.
 	before := hTreeHash(t, dir)
@@ -1603,7 +1604,7 @@ func TestQueueStaleBodyNewQueueSamePath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return inodeNumber(st)
+		return testkit.Inode(st)
 	}
 	q := openTestQueue(t, path, clock)
 	for i := range 50 {
@@ -2260,7 +2261,7 @@ func TestQueueKill9ConcurrentKeepsAcknowledged(t *testing.T) {
 	t.Parallel()
 	for round := range 3 {
 		dir := t.TempDir()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestQueueKill9ConcurrentKeepsAcknowledged$", "-test.count=1")
+		cmd := testkit.Child("TestQueueKill9ConcurrentKeepsAcknowledged")
 		cmd.Env = append(os.Environ(), "PAGELOG_CONCURRENT_KILL_DIR="+dir)
 		var stdout, stderr bytes.Buffer
 		pipe, err := cmd.StdoutPipe()
@@ -2296,8 +2297,7 @@ func TestQueueKill9ConcurrentKeepsAcknowledged(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-copied
 		err = cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		if !testkit.KilledBySIGKILL(err) {
 			t.Fatalf("child: %v, want it killed\nstderr: %s", err, hTail(stderr.String(), 20))
 		}
 		sent := map[uint64]string{}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // verifyLogRO checks a log of the queue read-only: healthy.
@@ -105,7 +106,7 @@ func TestQueueSegmentBytesChanges(t *testing.T) {
 		// opened with other segment sizes: the same messages, none deleted
 		// comes back.
 		crashed := t.TempDir()
-		copyTree(t, dir, crashed)
+		testkit.MustCopyDir(t, dir, crashed, true)
 		c := openTestQueue(t, crashed, clock, func(o *Options) { o.Log.SegmentBytes = 4 << 10 })
 		if got := drain(t, c); len(got) != len(live) {
 			t.Errorf("phase %d: the copy hands out %d messages, want %d", phase, len(got), len(live))

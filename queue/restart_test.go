@@ -7,16 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // fillAndConsume sends n messages, receives them all and deletes those for
@@ -258,13 +257,12 @@ func TestQueueRestartKill9(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestQueueRestartKill9$", "-test.count=1")
+	cmd := testkit.Child("TestQueueRestartKill9")
 	cmd.Env = append(os.Environ(), "PAGELOG_QUEUE_KILL_DIR="+dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+	if !testkit.KilledBySIGKILL(err) {
 		t.Fatalf("child: %v, want it killed\nstdout: %s\nstderr: %s", err, out, stderr.Bytes())
 	}
 	sent, deleted := parseKillOutput(t, out)
@@ -354,7 +352,7 @@ func queueKillChild(dir string) {
 		}
 	}
 	os.Stdout.Sync()
-	killSelf()
+	testkit.KillSelf()
 	select {}
 }
 

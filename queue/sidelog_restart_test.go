@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // sendDrain sends n messages to q, receives them all and returns their
@@ -108,7 +110,7 @@ func TestDeleteLogStartedAgainKeepsItsRecordsAcrossACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	crashed := t.TempDir() // no checkpoint ran: the fake clock stands still
-	copyTree(t, dir, crashed)
+	testkit.MustCopyDir(t, dir, crashed, true)
 	mustCloseQueue(t, q)
 
 	q = openTestQueue(t, crashed, clock, opts)

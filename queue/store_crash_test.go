@@ -583,7 +583,7 @@ func TestStorePowerLoss(t *testing.T) {
 		}
 	}
 	t.Log(st)
-	if !t.Failed() && st.sectorsOld == 0 {
+	if !t.Failed() && st.SectorsOld == 0 {
 		t.Errorf("no image kept an unsynced sector old: the disk never tore (%v)", st)
 	}
 }
@@ -644,6 +644,6 @@ func storePowerLossRound(t *testing.T, round int, dir string, m *scModel, st *sy
 	end()
 	fig := checkStoreCrash(t, disk, m, events[:ended], acked, true)
 	t.Logf("round %d: %d acknowledged before the failure; disk: %d files torn, %d entries lost, %d files never synced; %v",
-		round, acked, st.filesTorn-before.filesTorn, st.entriesLost-before.entriesLost, st.unsynced-before.unsynced, fig)
+		round, acked, st.FilesTorn-before.FilesTorn, st.entriesLost-before.entriesLost, st.Unsynced-before.Unsynced, fig)
 	return disk
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // appendStoreRecords appends bodies to the store log sub of the closed
@@ -128,7 +129,7 @@ func TestStoreHeadsRecordOfUnknownIDIsNeverANewQueuesHead(t *testing.T) {
 		}
 	}
 	crashed := t.TempDir()
-	copyTree(t, dir, crashed) // a crash: no Close, no checkpoint
+	testkit.MustCopyDir(t, dir, crashed, true) // a crash: no Close, no checkpoint
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The files of a store under damage: every file of every log of a store
@@ -300,7 +301,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 			add(rel+"/removed", func(dir string) error { return os.Remove(filepath.Join(dir, rel)) })
 			add(rel+"/fifo", func(dir string) error {
 				p := filepath.Join(dir, rel)
-				return errors.Join(os.Remove(p), mkfifo(p))
+				return errors.Join(os.Remove(p), testkit.Mkfifo(p))
 			})
 			add(rel+"/symlink", func(dir string) error {
 				p := filepath.Join(dir, rel)
@@ -321,12 +322,12 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 			if strings.HasSuffix(e.Name(), ".log") {
 				if fileExists(filepath.Join(f.foreign, rel)) {
 					add(rel+"/foreign-store", func(dir string) error {
-						return copyFile(filepath.Join(f.foreign, rel), filepath.Join(dir, rel))
+						return testkit.CopyFile(filepath.Join(f.foreign, rel), filepath.Join(dir, rel))
 					})
 				}
 				if fileExists(filepath.Join(f.queueDir, e.Name())) {
 					add(rel+"/queue-dir-segment", func(dir string) error {
-						return copyFile(filepath.Join(f.queueDir, e.Name()), filepath.Join(dir, rel))
+						return testkit.CopyFile(filepath.Join(f.queueDir, e.Name()), filepath.Join(dir, rel))
 					})
 				}
 			}
@@ -342,7 +343,7 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 		})
 		add(sub+"/fifo", func(dir string) error {
 			p := filepath.Join(dir, sub)
-			return errors.Join(os.RemoveAll(p), mkfifo(p))
+			return errors.Join(os.RemoveAll(p), testkit.Mkfifo(p))
 		})
 		add(sub+"/symlink", func(dir string) error {
 			p := filepath.Join(dir, sub)
@@ -354,21 +355,21 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 			if err := os.RemoveAll(p); err != nil {
 				return err
 			}
-			return copyDir(filepath.Join(f.foreign, sub), p)
+			return testkit.CopyDir(filepath.Join(f.foreign, sub), p, true)
 		})
 		add(sub+"/queue-dir", func(dir string) error {
 			p := filepath.Join(dir, sub)
 			if err := os.RemoveAll(p); err != nil {
 				return err
 			}
-			return copyDir(f.queueDir, p)
+			return testkit.CopyDir(f.queueDir, p, true)
 		})
 		add(sub+"/foreign-segment-beside", func(dir string) error {
-			return copyFile(filepath.Join(f.foreign, sub, "00000000000000000000.log"),
+			return testkit.CopyFile(filepath.Join(f.foreign, sub, "00000000000000000000.log"),
 				filepath.Join(dir, sub, "00000000000000100000.log"))
 		})
 		add(sub+"/queue-files-beside", func(dir string) error {
-			return copyDir(f.queueDir, filepath.Join(dir, sub))
+			return testkit.CopyDir(f.queueDir, filepath.Join(dir, sub), true)
 		})
 		add(sub+"/garbage-segment", func(dir string) error {
 			g := bytes.Repeat([]byte{0xa5, 0x5a, 0, 0xff}, 1024)
@@ -377,19 +378,19 @@ func storeFilesDamages(t *testing.T, f storeFilesFixtures) []storeFilesDamage {
 				os.WriteFile(filepath.Join(dir, sub, "00000000000000000077.index"), g[:100], 0o600))
 		})
 		add(sub+"/queue-dir-inside", func(dir string) error {
-			return copyDir(f.queueDir, filepath.Join(dir, sub, "q"))
+			return testkit.CopyDir(f.queueDir, filepath.Join(dir, sub, "q"), true)
 		})
 		add(sub+"/store-inside", func(dir string) error {
-			return copyDir(f.foreign, filepath.Join(dir, sub, "s"))
+			return testkit.CopyDir(f.foreign, filepath.Join(dir, sub, "s"), true)
 		})
 	}
 	add("queue-dir-inside", func(dir string) error {
-		return copyDir(f.queueDir, filepath.Join(dir, "q"))
+		return testkit.CopyDir(f.queueDir, filepath.Join(dir, "q"), true)
 	})
 	add("store-inside", func(dir string) error {
-		return copyDir(f.foreign, filepath.Join(dir, "s"))
+		return testkit.CopyDir(f.foreign, filepath.Join(dir, "s"), true)
 	})
-	add("queue-files-beside", func(dir string) error { return copyDir(f.queueDir, dir) })
+	add("queue-files-beside", func(dir string) error { return testkit.CopyDir(f.queueDir, dir, true) })
 	return out
 }
 
@@ -455,31 +456,13 @@ func flipByte(path string, at int, mask byte) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-// copyDir copies the tree src into dst (creating dst).
-func copyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o700)
-		}
-		return copyFile(p, to)
-	})
-}
-
 func TestStoreFilesDamagedMissingOrForeignAreReportedNeverHandedOut(t *testing.T) {
 	f := newStoreFilesFixtures(t)
 	for _, d := range storeFilesDamages(t, f) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel() // their fsyncs overlap
 			dir := filepath.Join(t.TempDir(), "store")
-			if err := copyDir(f.template, dir); err != nil {
+			if err := testkit.CopyDir(f.template, dir, true); err != nil {
 				t.Fatal(err)
 			}
 			if err := d.do(dir); err != nil {
@@ -519,12 +502,12 @@ func TestStoreNamesLogOfAnotherStoreNeverNamesItsMessages(t *testing.T) {
 				if err := os.RemoveAll(filepath.Join(dir, storeNamesDir)); err != nil {
 					t.Fatal(err)
 				}
-				if err := copyDir(filepath.Join(other, storeNamesDir), filepath.Join(dir, storeNamesDir)); err != nil {
+				if err := testkit.CopyDir(filepath.Join(other, storeNamesDir), filepath.Join(dir, storeNamesDir), true); err != nil {
 					t.Fatal(err)
 				}
 			} else {
 				seg := filepath.Join(storeNamesDir, "00000000000000000000.log")
-				if err := copyFile(filepath.Join(other, seg), filepath.Join(dir, seg)); err != nil {
+				if err := testkit.CopyFile(filepath.Join(other, seg), filepath.Join(dir, seg)); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/record"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Names records: any bytes decode to a valid record or an ErrCorrupt
@@ -117,7 +118,7 @@ func FuzzStoreOpenWithNamesAndHeadsSegments(f *testing.F) {
 	f.Add(heads, names)
 	f.Fuzz(func(t *testing.T, names, heads []byte) {
 		dir := filepath.Join(t.TempDir(), "store")
-		if err := copyDir(template, dir); err != nil {
+		if err := testkit.CopyDir(template, dir, true); err != nil {
 			t.Fatal(err)
 		}
 		for sub, b := range map[string][]byte{storeNamesDir: names, storeHeadsDir: heads} {

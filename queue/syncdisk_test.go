@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/checkpoint"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // syncDisk is the simulated disk of the queue's power-loss tests: it
@@ -62,12 +62,13 @@ type syncDisk struct {
 
 // syncDiskStats counts what the images were made of.
 type syncDiskStats struct {
-	images, entriesLost, entriesBack, filesTorn, sectorsNew, sectorsOld, unsynced int
+	images, entriesLost, entriesBack int
+	testkit.TearStats
 }
 
 func (st syncDiskStats) String() string {
 	return fmt.Sprintf("%d images: %d entries lost, %d back; %d files torn (%d sectors new, %d old), %d files never synced",
-		st.images, st.entriesLost, st.entriesBack, st.filesTorn, st.sectorsNew, st.sectorsOld, st.unsynced)
+		st.images, st.entriesLost, st.entriesBack, st.FilesTorn, st.SectorsNew, st.SectorsOld, st.Unsynced)
 }
 
 // queueDirs lists the directories of the queue at dir and of its dead
@@ -144,13 +145,11 @@ func (d *syncDisk) sync(dir string, f *os.File) error {
 	if err != nil && !errors.Is(err, io.EOF) { // EOF: a seal trimmed it meanwhile
 		return fmt.Errorf("simulation: read %s to keep it: %w", f.Name(), err)
 	}
-	ino := inode(st)
+	ino := testkit.Inode(st)
 	d.synced[ino] = b[:n]
 	d.pin(ino, f.Name())
 	return nil
 }
-
-func inode(st fs.FileInfo) uint64 { return inodeNumber(st) }
 
 // pin keeps the inode of the file at path (hard-linked into the shadow
 // directory) so that it is never reused for another file. The caller
@@ -174,7 +173,7 @@ func (d *syncDisk) list(dir string) map[string]uint64 {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		ino := inode(info)
+		ino := testkit.Inode(info)
 		out[e.Name()] = ino
 		d.pin(ino, filepath.Join(dir, e.Name()))
 	}
@@ -300,63 +299,11 @@ func (d *syncDisk) build(t testing.TB, rng *rand.Rand, disk string, st *syncDisk
 						now = b
 					}
 				}
-				if !ok {
-					st.unsynced++
-				}
-				out = tearFile(rng, synced, ok, now, st)
+				out = testkit.TearFile(rng, synced, ok, now, &st.TearStats)
 			}
 			if err := os.WriteFile(filepath.Join(to, name), out, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-}
-
-// tearFile mixes the synced content old (never synced: !ok, zeros or
-// nothing) with the page cache's content cur, page by page: all new, all
-// old, or torn sector by sector; its size is the new one, or the old one
-// when they differ.
-func tearFile(rng *rand.Rand, old []byte, ok bool, cur []byte, st *syncDiskStats) []byte {
-	const sector, page = 512, 4096
-	if !ok && rng.IntN(2) == 0 {
-		old = make([]byte, len(cur)) // allocated, never written back
-	}
-	n := max(len(old), len(cur))
-	out := make([]byte, n)
-	copy(out, old)
-	newer := make([]byte, n)
-	copy(newer, cur)
-	whole := rng.IntN(4) // 0: all new, 1: all old, else page by page
-	torn := false
-	for p := 0; p < n; p += page {
-		pe := min(p+page, n)
-		if string(out[p:pe]) == string(newer[p:pe]) {
-			continue
-		}
-		mode := whole
-		if whole > 1 {
-			mode = rng.IntN(3)
-		}
-		for s := p; s < pe; s += sector {
-			se := min(s+sector, pe)
-			if string(out[s:se]) == string(newer[s:se]) {
-				continue
-			}
-			if mode == 0 || mode == 2 && rng.IntN(2) == 0 {
-				copy(out[s:se], newer[s:se])
-				st.sectorsNew++
-			} else {
-				st.sectorsOld++
-				torn = true
-			}
-		}
-	}
-	if torn {
-		st.filesTorn++
-	}
-	size := len(cur)
-	if len(old) != len(cur) && rng.IntN(3) == 0 {
-		size = len(old) // the size change was not synced
-	}
-	return out[:size]
 }

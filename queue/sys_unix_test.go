@@ -3,22 +3,9 @@
 package queue
 
 import (
-	"os"
 	"syscall"
 	"time"
 )
-
-// mkfifo makes a FIFO at path.
-func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
-
-// inodeNumber is a file's inode number.
-func inodeNumber(fi os.FileInfo) uint64 { return uint64(fi.Sys().(*syscall.Stat_t).Ino) }
-
-// blocksOf is the disk a file takes: its allocated blocks.
-func blocksOf(fi os.FileInfo) int64 { return int64(fi.Sys().(*syscall.Stat_t).Blocks) * 512 }
-
-// killSelf ends this process at once, as kill -9 does.
-func killSelf() { _ = syscall.Kill(os.Getpid(), syscall.SIGKILL) }
 
 // limitAddressSpace limits this process's address space (ulimit -v).
 func limitAddressSpace(bytes uint64) error {

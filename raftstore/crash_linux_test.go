@@ -31,15 +31,12 @@ package raftstore
 // replays a run.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,6 +46,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 var (
@@ -125,7 +123,7 @@ func TestCrashChild(t *testing.T) {
 	before := dir + ".before"
 	snapshot := func() {
 		_ = os.RemoveAll(before)
-		crashCopyTree(dir, before)
+		_ = testkit.CopyDir(dir, before, true)
 	}
 	restartAt := uint64(0)
 	for {
@@ -353,7 +351,7 @@ func TestCrash(t *testing.T) {
 		// The page cache's state, before anything opens it.
 		current := filepath.Join(scratch, "current")
 		_ = os.RemoveAll(current)
-		crashCopyTree(dir, current)
+		_ = testkit.CopyDir(dir, current, true)
 		prior := m.clone()
 		var err string
 		if m, err = crashCheck(dir, prior, pending); err != "" {
@@ -396,36 +394,15 @@ func tail(lines []string, n int) []string { return lines[max(0, len(lines)-n):] 
 // lines and the operation it had started and not finished.
 func crashRunChild(t *testing.T, dir string, seed uint64, rng *rand.Rand) ([]string, *crashOp) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashEnvDir+"="+dir, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := testkit.Child("TestCrashChild", crashEnvDir+"="+dir, crashEnvSeed+"="+strconv.FormatUint(seed, 10))
+	out, stderr := testkit.StartChild(t, cmd)
 	inStore := rng.IntN(5) == 0
 	target := 1 + rng.IntN(4)
 	delay := time.Duration(rng.IntN(6000)) * time.Microsecond
 	if inStore {
 		delay = time.Duration(rng.IntN(1500)) * time.Microsecond
 	}
-	lines := make(chan string, 256)
-	go func() {
-		r := bufio.NewReader(out)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil { // a line cut short by the kill says nothing
-				close(lines)
-				return
-			}
-			lines <- strings.TrimSuffix(line, "\n")
-		}
-	}()
+	lines := testkit.Lines(out, 256) // a line cut short by the kill says nothing
 	var got []string
 	var timer <-chan time.Time
 	killed := false
@@ -582,37 +559,6 @@ func crashReadTree(t *testing.T, dir string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// crashCopyTree copies the regular files below src into dst.
-func crashCopyTree(src, dst string) {
-	_ = filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(p)
-		if err != nil {
-			return nil // removed meanwhile
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(out, in)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
 }
 
 // crashScratch is where the simulated disks are built: a tmpfs when there

@@ -2,12 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,37 +86,6 @@ func messages(prefix string, n int) []string {
 		}
 	}
 	return msgs
-}
-
-// hashDir hashes the names, sizes, modes, modification times and contents
-// of every file under dir.
-func hashDir(t *testing.T, dir string) string {
-	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		io.WriteString(h, rel+"\x00"+info.Mode().String()+"\x00"+strconv.FormatInt(info.Size(), 10)+
-			"\x00"+info.ModTime().String()+"\x00")
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			h.Write(b)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // oneLine checks that s is exactly one line ending in a newline.

@@ -20,7 +20,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +31,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // badDirCase is one --dir to try.
@@ -324,37 +324,7 @@ func badDirTreeHash(t *testing.T, c badDirCase) string {
 		sort.Strings(parts)
 		return strings.Join(parts, "\n")
 	}
-	return hashDirTree(t, c.dir)
-}
-
-// hashDirTree is hashDir, tolerating directories (LOCK made one).
-func hashDirTree(t *testing.T, dir string) string {
-	t.Helper()
-	var parts []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, path)
-		p := fmt.Sprintf("%s %v %d %v", rel, info.Mode(), info.Size(), info.ModTime())
-		if d.Type().IsRegular() {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			p += fmt.Sprintf(" %x", b)
-		}
-		parts = append(parts, p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(parts, "\n")
+	return testkit.DirDigest(t, c.dir, testkit.HashOptions{Tree: true, ModTimes: true})
 }
 
 type cmdResult struct {

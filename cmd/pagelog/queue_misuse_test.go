@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 	"github.com/pagelog/pagelog/queue"
 )
 
@@ -630,7 +631,7 @@ func TestQueueCLIReadersBesideDeleter(t *testing.T) {
 	bin := pagelogBinary(t)
 	dir := filepath.Join(t.TempDir(), "q")
 	hqQueue(t, dir, "first")
-	child := exec.Command(os.Args[0], "-test.run=^TestQueueCLIReadersBesideDeleter$", "-test.count=1")
+	child := testkit.Child("TestQueueCLIReadersBesideDeleter")
 	child.Env = append(os.Environ(), "PAGELOG_QUEUE_DELETER_DIR="+dir)
 	var childErr bytes.Buffer
 	child.Stderr = &childErr

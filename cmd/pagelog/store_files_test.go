@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // The commands that read a store (stats, verify, queue stats, queue dead)
@@ -22,7 +24,7 @@ func TestStoreCommandsOnDamagedStoreFilesFinishWithoutACrash(t *testing.T) {
 		"removed": func(dir, sub string) error { return os.RemoveAll(filepath.Join(dir, sub)) },
 		"a FIFO": func(dir, sub string) error {
 			p := filepath.Join(dir, sub)
-			return errors.Join(os.RemoveAll(p), mkfifo(p))
+			return errors.Join(os.RemoveAll(p), testkit.Mkfifo(p))
 		},
 		"a file": func(dir, sub string) error {
 			p := filepath.Join(dir, sub)
@@ -35,7 +37,7 @@ func TestStoreCommandsOnDamagedStoreFilesFinishWithoutACrash(t *testing.T) {
 		},
 		"its segment a FIFO": func(dir, sub string) error {
 			p := filepath.Join(dir, sub, seg)
-			return errors.Join(os.Remove(p), mkfifo(p))
+			return errors.Join(os.Remove(p), testkit.Mkfifo(p))
 		},
 		"its segment cut to 7 bytes": func(dir, sub string) error { return os.Truncate(filepath.Join(dir, sub, seg), 7) },
 		"its first record flipped": func(dir, sub string) error {

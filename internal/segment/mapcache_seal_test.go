@@ -12,25 +12,11 @@ import (
 	"testing"
 
 	"github.com/pagelog/pagelog/internal/addrspace"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // Segments sealed in the process (Seal) join their log's map cache: they
 // may be evicted while no reader holds them, and are mapped again on use.
-
-// mappedHere reports whether this process maps path (a .log file).
-func mappedHere(t *testing.T, path string) bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasSuffix(strings.TrimSuffix(line, " (deleted)"), " "+path) {
-			return true
-		}
-	}
-	return false
-}
 
 // newSealed creates, fills and seals a segment at base, its seal time
 // noted at ms on cfg's clock.
@@ -81,9 +67,9 @@ func TestSealJoinsMapCache(t *testing.T) {
 				t.Fatalf("after Seal: lazy %v, mapped %v, the cache counts %d", a.Lazy(), a.isMapped.Load(), cfg.Maps.Mapped())
 			}
 			b, wb := newSealed(t, cfg, a.Next(), &clock, t0+1000, true)
-			if a.isMapped.Load() || cfg.Maps.Mapped() != 1 || mappedHere(t, a.Path()) {
+			if a.isMapped.Load() || cfg.Maps.Mapped() != 1 || testkit.IsMapped(t, a.Path()) {
 				t.Fatalf("the first sealed segment was not evicted by the second: mapped %v, the cache counts %d, in maps %v",
-					a.isMapped.Load(), cfg.Maps.Mapped(), mappedHere(t, a.Path()))
+					a.isMapped.Load(), cfg.Maps.Mapped(), testkit.IsMapped(t, a.Path()))
 			}
 			// Hold and Sync: the file, not the bytes.
 			if !a.Hold() {
@@ -133,7 +119,7 @@ func TestSealJoinsMapCache(t *testing.T) {
 			if n := cfg.Maps.Mapped(); n != 0 {
 				t.Fatalf("the cache counts %d segments after Close", n)
 			}
-			if mappedHere(t, a.Path()) || mappedHere(t, b.Path()) {
+			if testkit.IsMapped(t, a.Path()) || testkit.IsMapped(t, b.Path()) {
 				t.Fatal("a closed segment's file is still mapped")
 			}
 		})
@@ -472,7 +458,7 @@ func TestSealEvictConcurrentReaders(t *testing.T) {
 				t.Fatalf("the cache counts %d segments after Close", n)
 			}
 			for _, s := range all {
-				if mappedHere(t, s.Path()) {
+				if testkit.IsMapped(t, s.Path()) {
 					t.Fatalf("%s still mapped after Close", s.Path())
 				}
 			}
