@@ -3,7 +3,7 @@ GO       ?= go
 FUZZTIME ?= 60s
 BIN      := bin/pagelog
 
-.PHONY: all build run test unit fmt-check vet deps race bench bench-peers bench-compare fuzz fuzz-smoke crash-long clean cross cross-quick test-cross
+.PHONY: all build run test unit fmt-check vet deps race bench bench-peers bench-compare fuzz fuzz-smoke crash-long clean cross cross-quick test-cross test-cross-quick
 
 all: build
 
@@ -59,6 +59,12 @@ cross-quick:
 # ARCHES="arm64" runs one of them.
 test-cross:
 	./scripts/testcross.sh
+
+# The size CI runs (after make test): both architectures, the root
+# module's packages but engine, queue and cmd/pagelog, and of the engine
+# the tests of what differs between architectures (scripts/testcross.sh).
+test-cross-quick:
+	QUICK=1 ./scripts/testcross.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
