@@ -18,6 +18,15 @@ import (
 // long it goes and what they check after; churnConfig says all that,
 // startChurn starts it and the test ends it.
 
+// churnCase is one case of a test run with several options: the log's
+// options, and whether the writer cuts and a dropper drops.
+type churnCase struct {
+	name     string
+	opts     Options
+	truncate bool // the writer cuts now and then
+	drop     bool // a dropper calls DropBefore
+}
+
 // churnConfig is what a churn does.
 type churnConfig struct {
 	// seed is the second word of every goroutine's random source (the

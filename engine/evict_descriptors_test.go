@@ -62,18 +62,10 @@ func dropReadErrOK(err error) bool {
 	return (errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed)) && !errors.Is(err, ErrCorrupt)
 }
 
-// evictChurnConfig is one configuration of the churn test.
-type evictChurnConfig struct {
-	name     string
-	opts     Options
-	truncate bool // the writer cuts now and then
-	drop     bool // a dropper calls DropBefore
-}
-
-func evictChurnConfigs() []evictChurnConfig {
+func evictChurnConfigs() []churnCase {
 	base := Options{SegmentBytes: 4 << 10}
 	with := func(f func(o *Options)) Options { o := base; f(&o); return o }
-	return []evictChurnConfig{
+	return []churnCase{
 		{"none-max1", with(func(o *Options) { o.MaxMappedSegments = 1 }), true, true},
 		{"none-max1-recycle", with(func(o *Options) { o.MaxMappedSegments = 1; o.RecycleSegments = 2 }), true, true},
 		{"interval-max2-recycle", with(func(o *Options) {
@@ -113,7 +105,7 @@ func TestEvictDescriptorsBoundedUnderChurn(t *testing.T) {
 	}
 }
 
-func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
+func runEvictChurn(t *testing.T, c churnCase, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
 	var maxFDs atomic.Int64

@@ -14,21 +14,13 @@ import (
 	"github.com/pagelog/pagelog/internal/testkit"
 )
 
-// releaseChurnConfig is one configuration of the ReleaseSpares churn.
-type releaseChurnConfig struct {
-	name     string
-	opts     Options
-	truncate bool // the writer cuts now and then
-	drop     bool // a dropper calls DropBefore
-}
-
-func releaseChurnConfigs() []releaseChurnConfig {
+func releaseChurnConfigs() []churnCase {
 	with := func(seg int64, f func(o *Options)) Options {
 		o := Options{SegmentBytes: seg}
 		f(&o)
 		return o
 	}
-	return []releaseChurnConfig{
+	return []churnCase{
 		{"none-recycle1", with(4<<10, func(o *Options) { o.RecycleSegments = 1 }), true, true},
 		{"none-recycle3-256k", with(256<<10, func(o *Options) { o.RecycleSegments = 3 }), true, true},
 		{"interval-recycle1-max1", with(16<<10, func(o *Options) {
@@ -73,7 +65,7 @@ func TestReleaseSparesBesideChurn(t *testing.T) {
 	}
 }
 
-func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
+func releaseSparesChurn(t *testing.T, c churnCase, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
 	var (
