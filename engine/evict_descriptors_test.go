@@ -62,18 +62,10 @@ func dropReadErrOK(err error) bool {
 	return (errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed)) && !errors.Is(err, ErrCorrupt)
 }
 
-// evictChurnConfig is one configuration of the churn test.
-type evictChurnConfig struct {
-	name     string
-	opts     Options
-	truncate bool // the writer cuts now and then
-	drop     bool // a dropper calls DropBefore
-}
-
-func evictChurnConfigs() []evictChurnConfig {
+func evictChurnConfigs() []churnCase {
 	base := Options{SegmentBytes: 4 << 10}
 	with := func(f func(o *Options)) Options { o := base; f(&o); return o }
-	return []evictChurnConfig{
+	return []churnCase{
 		{"none-max1", with(func(o *Options) { o.MaxMappedSegments = 1 }), true, true},
 		{"none-max1-recycle", with(func(o *Options) { o.MaxMappedSegments = 1; o.RecycleSegments = 2 }), true, true},
 		{"interval-max2-recycle", with(func(o *Options) {
@@ -113,224 +105,69 @@ func TestEvictDescriptorsBoundedUnderChurn(t *testing.T) {
 	}
 }
 
-func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
+func runEvictChurn(t *testing.T, c churnCase, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
-	var (
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		failure firstError
-		gen     atomic.Uint32
-		rolled  atomic.Int64 // segments seen made
-		maxFDs  atomic.Int64
-		reads   atomic.Int64
-		cuts    atomic.Int64
-		drops   atomic.Int64
-	)
-	fail := func(err error) { failure.set(err); stop.Store(true) }
-	run := func(f func(rng *rand.Rand), seed uint64) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(rand.New(rand.NewPCG(seed, 6)))
-		}()
-	}
-	// The writer.
-	run(func(rng *rand.Rand) {
-		last := uint64(0)
-		for !stop.Load() {
-			// Batches: under SyncAlways one sync covers a batch.
-			off := l.Next()
-			bodies := make([][]byte, 1+rng.IntN(30))
-			for i := range bodies {
-				bodies[i] = generationBody(off+uint64(i), gen.Load())
-			}
-			got, n, err := l.AppendBatch(bodies, nil)
-			if err != nil {
-				fail(fmt.Errorf("AppendBatch at %d: %w", off, err))
-				return
-			}
-			if got != off || n != len(bodies) {
-				fail(fmt.Errorf("AppendBatch: %d records at %d, want %d at %d", n, got, len(bodies), off))
-				return
-			}
-			if b := l.activeBase(); b != last {
-				last = b
-				rolled.Add(1)
-			}
-			if c.truncate && rng.IntN(15) == 0 {
-				first, next := l.First(), l.Next()
-				at := next - min(next-first, uint64(1+rng.IntN(120)))
-				gen.Add(1)
-				if err := l.Truncate(at); err != nil && !errors.Is(err, ErrNotFound) {
-					fail(fmt.Errorf("Truncate(%d) of [%d, %d): %w", at, first, next, err))
-					return
-				}
-				cuts.Add(1)
-			}
-		}
-	}, 1)
-	if c.drop {
-		run(func(rng *rand.Rand) {
-			for !stop.Load() {
-				time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
-				next := l.Next()
-				if next < 900 {
-					continue
-				}
-				n, err := l.DropBefore(next - 700)
-				if err != nil {
-					fail(fmt.Errorf("DropBefore(%d): %w", next-700, err))
-					return
-				}
-				drops.Add(int64(n))
-			}
-		}, 2)
-	}
-	if c.opts.Sync != SyncAlways {
-		run(func(rng *rand.Rand) {
-			for !stop.Load() {
-				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
-				if err := l.Sync(); err != nil {
-					fail(fmt.Errorf("Sync: %w", err))
-					return
-				}
-			}
-		}, 3)
-	}
-	// Random readers, some holding records for a while.
-	for i := range 3 {
-		run(func(rng *rand.Rand) {
-			var kept []Record
-			defer func() {
-				for _, r := range kept {
-					r.Release()
-				}
-			}()
-			for !stop.Load() {
-				first, next := l.First(), l.Next()
-				if next <= first {
-					continue
-				}
-				off := first + rng.Uint64N(next-first)
-				r, err := l.Read(off)
-				if err != nil {
-					if !dropReadErrOK(err) {
-						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
-						return
-					}
-					continue
-				}
-				reads.Add(1)
-				if err := checkGenerationBody(r, off); err != nil {
-					r.Release()
-					fail(fmt.Errorf("Read: %w", err))
-					return
-				}
-				kept = append(kept, r)
-				if len(kept) > 3 || rng.IntN(3) == 0 {
-					k := rng.IntN(len(kept))
-					if err := checkGenerationBody(kept[k], kept[k].Offset); err != nil {
-						fail(fmt.Errorf("a held record changed: %w", err))
-						return
-					}
-					kept[k].Release()
-					kept = append(kept[:k], kept[k+1:]...)
-				}
-			}
-		}, uint64(10+i))
-	}
-	// An iterator from random places.
-	run(func(rng *rand.Rand) {
-		for !stop.Load() {
-			first, next := l.First(), l.Next()
-			from := first + rng.Uint64N(next-first+1)
-			n := 0
-			for r, err := range l.Records(from) {
-				if err != nil {
-					if !dropReadErrOK(err) {
-						fail(fmt.Errorf("Records(%d): %w", from, err))
-						return
-					}
-					if errors.Is(err, ErrTrimmed) {
-						continue
-					}
-					break
-				}
-				if err := checkGenerationBody(r, r.Offset); err != nil {
-					fail(fmt.Errorf("Records(%d): %w", from, err))
-					return
-				}
-				if n++; n > 300 || stop.Load() {
-					break
-				}
-			}
-		}
-	}, 20)
-	// A follower with ReadNext from the front.
-	run(func(rng *rand.Rand) {
-		off := l.First()
-		for !stop.Load() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-			r, next, err := l.ReadNext(ctx, off)
-			cancel()
-			switch {
-			case err == nil:
-				if verr := checkGenerationBody(r, off); verr != nil {
-					r.Release()
-					fail(fmt.Errorf("ReadNext: %w", verr))
-					return
-				}
-				r.Release()
-			case errors.Is(err, context.DeadlineExceeded):
-			case dropReadErrOK(err):
-			default:
-				fail(fmt.Errorf("ReadNext(%d): %w", off, err))
-				return
-			}
-			off = next
-			if rng.IntN(50) == 0 {
-				off = l.First() // back to old segments: they map again
-			}
-		}
-	}, 21)
+	var maxFDs atomic.Int64
 	// The descriptors on the log's files: bounded, whatever the number of
 	// segments rolled. Readers hold up to 4 records each (3 readers), the
 	// iterator and the follower one each, a sync one and a Truncate two.
 	bound := quietDescriptorBound(c.opts) + 3*4 + 2 + 3 + c.opts.RecycleSegments
-	run(func(*rand.Rand) {
-		for !stop.Load() {
-			time.Sleep(5 * time.Millisecond)
-			n := int64(openFDs(t, dir))
-			if n > maxFDs.Load() {
-				maxFDs.Store(n)
+	cfg := churnConfig{
+		seed:  6,
+		batch: 30, // batches: under SyncAlways one sync covers a batch
+		// Random readers, some holding records for a while.
+		readers: churnReaders{n: 3, hold: 3, releaseOneIn: 3},
+		syncer:  true,
+		extra: []func(h *churn, rng *rand.Rand){
+			evictChurnIterator,
+			evictChurnFollower,
+			func(h *churn, _ *rand.Rand) {
+				for !h.stopped() {
+					time.Sleep(5 * time.Millisecond)
+					n := int64(openFDs(t, dir))
+					if n > maxFDs.Load() {
+						maxFDs.Store(n)
+					}
+					if n > int64(bound) {
+						h.fail(fmt.Errorf("%d descriptors open on the log's files (%d segments, %d rolled), want at most %d:\n%s",
+							n, l.Stats().Segments, h.rolled.Load(), bound, testkit.DescriptorsUnder(t, dir)))
+						return
+					}
+				}
+			},
+		},
+	}
+	if c.truncate {
+		cfg.truncateOneIn, cfg.truncateMax = 15, 120
+	}
+	if c.drop {
+		cfg.drop = func(l *Log) (int, error) {
+			next := l.Next()
+			if next < 900 {
+				return 0, nil
 			}
-			if n > int64(bound) {
-				fail(fmt.Errorf("%d descriptors open on the log's files (%d segments, %d rolled), want at most %d:\n%s",
-					n, l.Stats().Segments, rolled.Load(), bound, testkit.DescriptorsUnder(t, dir)))
-				return
+			n, err := l.DropBefore(next - 700)
+			if err != nil {
+				return 0, fmt.Errorf("DropBefore(%d): %w", next-700, err)
 			}
+			return n, nil
 		}
-	}, 30)
+	}
+	h := startChurn(l, cfg)
 	// Until 120 rolls (at least a second), or d at most: a loaded
 	// machine rolls fewer in the same time.
-	start := time.Now()
-	deadline := start.Add(d)
-	for !stop.Load() && time.Now().Before(deadline) && (rolled.Load() < 120 || time.Since(start) < time.Second) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop.Store(true)
-	wg.Wait()
-	if err := failure.get(); err != nil {
+	h.waitUntil(time.Second, d, func() bool { return h.rolled.Load() >= 120 })
+	if err := h.end(); err != nil {
 		_ = l.Close()
 		t.Fatal(err)
 	}
 	awaitBackgroundSeal(l)
 	st := l.Stats()
 	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d dropped, %d reads, %d mappings made, at most %d descriptors",
-		l.Next(), st.Segments, rolled.Load(), cuts.Load(), drops.Load(), reads.Load(), l.cfg.Maps.Maps(), maxFDs.Load())
-	if rolled.Load() < 40 {
-		t.Errorf("only %d segments rolled", rolled.Load())
+		l.Next(), st.Segments, h.rolled.Load(), h.cuts.Load(), h.drops.Load(), h.reads.Load(), l.cfg.Maps.Maps(), maxFDs.Load())
+	if h.rolled.Load() < 40 {
+		t.Errorf("only %d segments rolled", h.rolled.Load())
 	}
 	if n := openFDs(t, dir); n > quietDescriptorBound(c.opts) {
 		t.Errorf("quiet: %d descriptors open on the log's files (%d segments), want at most %d:\n%s", n, st.Segments, quietDescriptorBound(c.opts), testkit.DescriptorsUnder(t, dir))
@@ -351,28 +188,65 @@ func runEvictChurn(t *testing.T, c evictChurnConfig, d time.Duration) {
 	if n := openFDs(t, dir); n != 0 {
 		t.Errorf("after Close: %d descriptors open on the log's files:\n%s", n, testkit.DescriptorsUnder(t, dir))
 	}
-	opts := c.opts
-	opts.RetentionBytes = 0
-	r := mustOpen(t, dir, opts)
-	defer r.Close()
-	if r.First() != first || r.Next() != next {
-		t.Fatalf("reopened: [%d, %d), want [%d, %d)", r.First(), r.Next(), first, next)
+	reopenChurned(t, dir, c.opts, first, next, checkGenerationBody)
+}
+
+// evictChurnIterator iterates with Records from random places.
+func evictChurnIterator(h *churn, rng *rand.Rand) {
+	l := h.l
+	for !h.stopped() {
+		first, next := l.First(), l.Next()
+		from := first + rng.Uint64N(next-first+1)
+		n := 0
+		for r, err := range l.Records(from) {
+			if err != nil {
+				if !dropReadErrOK(err) {
+					h.fail(fmt.Errorf("Records(%d): %w", from, err))
+					return
+				}
+				if errors.Is(err, ErrTrimmed) {
+					continue
+				}
+				break
+			}
+			if err := checkGenerationBody(r, r.Offset); err != nil {
+				h.fail(fmt.Errorf("Records(%d): %w", from, err))
+				return
+			}
+			if n++; n > 300 || h.stopped() {
+				break
+			}
+		}
 	}
-	want := first
-	for rec, err := range r.Records(first) {
-		if err != nil {
-			t.Fatalf("reopened: Records at %d: %v", want, err)
+}
+
+// evictChurnFollower follows with ReadNext from the front, and goes back
+// to the oldest segments now and then: they map again.
+func evictChurnFollower(h *churn, rng *rand.Rand) {
+	l := h.l
+	off := l.First()
+	for !h.stopped() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		r, next, err := l.ReadNext(ctx, off)
+		cancel()
+		switch {
+		case err == nil:
+			if verr := checkGenerationBody(r, off); verr != nil {
+				r.Release()
+				h.fail(fmt.Errorf("ReadNext: %w", verr))
+				return
+			}
+			r.Release()
+		case errors.Is(err, context.DeadlineExceeded):
+		case dropReadErrOK(err):
+		default:
+			h.fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+			return
 		}
-		if rec.Offset != want {
-			t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
+		off = next
+		if rng.IntN(50) == 0 {
+			off = l.First()
 		}
-		if err := checkGenerationBody(rec, want); err != nil {
-			t.Fatalf("reopened: %v", err)
-		}
-		want++
-	}
-	if want != next {
-		t.Fatalf("reopened: Records ended at %d, want %d", want, next)
 	}
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,21 +14,13 @@ import (
 	"github.com/pagelog/pagelog/internal/testkit"
 )
 
-// releaseChurnConfig is one configuration of the ReleaseSpares churn.
-type releaseChurnConfig struct {
-	name     string
-	opts     Options
-	truncate bool // the writer cuts now and then
-	drop     bool // a dropper calls DropBefore
-}
-
-func releaseChurnConfigs() []releaseChurnConfig {
+func releaseChurnConfigs() []churnCase {
 	with := func(seg int64, f func(o *Options)) Options {
 		o := Options{SegmentBytes: seg}
 		f(&o)
 		return o
 	}
-	return []releaseChurnConfig{
+	return []churnCase{
 		{"none-recycle1", with(4<<10, func(o *Options) { o.RecycleSegments = 1 }), true, true},
 		{"none-recycle3-256k", with(256<<10, func(o *Options) { o.RecycleSegments = 3 }), true, true},
 		{"interval-recycle1-max1", with(16<<10, func(o *Options) {
@@ -74,170 +65,60 @@ func TestReleaseSparesBesideChurn(t *testing.T) {
 	}
 }
 
-func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
+func releaseSparesChurn(t *testing.T, c churnCase, d time.Duration) {
 	dir := t.TempDir()
 	l := mustOpen(t, dir, c.opts)
 	var (
-		stop, stopRelease atomic.Bool
-		wg, relWG         sync.WaitGroup
-		failure           firstError
-		gen               atomic.Uint32
-		rolled            atomic.Int64
-		released          atomic.Int64
-		reads             atomic.Int64
-		cuts              atomic.Int64
+		stopRelease atomic.Bool
+		relWG       sync.WaitGroup
+		released    atomic.Int64
 	)
-	fail := func(err error) { failure.set(err); stop.Store(true) }
-	run := func(wg *sync.WaitGroup, f func(rng *rand.Rand), seed uint64) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(rand.New(rand.NewPCG(seed, 9)))
-		}()
+	body, valid := generationBody, checkGenerationBody
+	if c.opts.SegmentBytes > 64<<10 {
+		// Bigger records: the 256 KiB segments roll too.
+		body, valid = paddedGenerationBody(2000)
 	}
-	body := func(off uint64, g uint32) []byte {
-		b := generationBody(off, g)
-		if c.opts.SegmentBytes > 64<<10 {
-			b = append(b, make([]byte, 2000)...) // bigger records: the 256 KiB segments roll too
-			for i := len(b) - 2000; i < len(b); i++ {
-				b[i] = byte(off)
-			}
-		}
-		return b
+	cfg := churnConfig{
+		seed:  9,
+		body:  body,
+		check: valid,
+		batch: 20,
+		// Readers holding records, oldest segments first: they are the
+		// ones dropped and reused.
+		readers: churnReaders{n: 2, span: 40, hold: 4, releaseOneIn: 3, pause: 300 * time.Microsecond},
+		syncer:  true,
 	}
-	valid := func(r Record, off uint64) error {
-		if c.opts.SegmentBytes > 64<<10 {
-			if len(r.Body) < 2000 {
-				return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
-			}
-			for _, x := range r.Body[len(r.Body)-2000:] {
-				if x != byte(off) {
-					return fmt.Errorf("record at %d: a tail that is not its own", off)
-				}
-			}
-			r.Body = r.Body[:len(r.Body)-2000]
-		}
-		return checkGenerationBody(r, off)
+	if c.truncate {
+		cfg.truncateOneIn, cfg.truncateMax = 25, 60
 	}
-	// The writer.
-	run(&wg, func(rng *rand.Rand) {
-		last := uint64(0)
-		for !stop.Load() {
-			off := l.Next()
-			bodies := make([][]byte, 1+rng.IntN(20))
-			for i := range bodies {
-				bodies[i] = body(off+uint64(i), gen.Load())
-			}
-			got, n, err := l.AppendBatch(bodies, nil)
-			if err != nil || got != off || n != len(bodies) {
-				fail(fmt.Errorf("AppendBatch at %d: %d records at %d, %v", off, n, got, err))
-				return
-			}
-			if b := l.activeBase(); b != last {
-				last = b
-				rolled.Add(1)
-			}
-			if c.truncate && rng.IntN(25) == 0 {
-				first, next := l.First(), l.Next()
-				at := next - min(next-first, uint64(1+rng.IntN(60)))
-				gen.Add(1)
-				if err := l.Truncate(at); err != nil && !errors.Is(err, ErrNotFound) {
-					fail(fmt.Errorf("Truncate(%d) of [%d, %d): %w", at, first, next, err))
-					return
-				}
-				cuts.Add(1)
-			}
-		}
-	}, 1)
 	if c.drop {
-		run(&wg, func(rng *rand.Rand) {
-			for !stop.Load() {
-				time.Sleep(time.Duration(1+rng.IntN(3)) * time.Millisecond)
-				segs := *l.segs.Load()
-				if len(segs) < 5 {
-					continue
-				}
-				if _, err := l.DropBefore(segs[len(segs)-4].Base()); err != nil {
-					fail(fmt.Errorf("DropBefore: %w", err))
-					return
-				}
+		cfg.drop = func(l *Log) (int, error) {
+			segs := *l.segs.Load()
+			if len(segs) < 5 {
+				return 0, nil
 			}
-		}, 2)
-	}
-	if c.opts.Sync != SyncAlways {
-		run(&wg, func(rng *rand.Rand) {
-			for !stop.Load() {
-				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
-				if err := l.Sync(); err != nil {
-					fail(fmt.Errorf("Sync: %w", err))
-					return
-				}
+			n, err := l.DropBefore(segs[len(segs)-4].Base())
+			if err != nil {
+				return 0, fmt.Errorf("DropBefore: %w", err)
 			}
-		}, 3)
+			return n, nil
+		}
 	}
+	h := startChurn(l, cfg)
 	// The releaser: at random moments, often in bursts.
-	run(&relWG, func(rng *rand.Rand) {
-		for !stop.Load() && !stopRelease.Load() {
+	h.goRun(&relWG, 4, func(rng *rand.Rand) {
+		for !h.stopped() && !stopRelease.Load() {
 			released.Add(int64(l.ReleaseSpares()))
 			if rng.IntN(4) == 0 {
 				time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 			}
 		}
-	}, 4)
-	// Readers holding records, oldest segments first: they are the ones
-	// dropped and reused.
-	for i := range 2 {
-		run(&wg, func(rng *rand.Rand) {
-			var kept []Record
-			defer func() {
-				for _, r := range kept {
-					r.Release()
-				}
-			}()
-			for !stop.Load() {
-				first, next := l.First(), l.Next()
-				if next <= first {
-					continue
-				}
-				off := first + rng.Uint64N(min(next-first, 40))
-				r, err := l.Read(off)
-				if err != nil {
-					if !dropReadErrOK(err) {
-						fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
-						return
-					}
-					continue
-				}
-				reads.Add(1)
-				if err := valid(r, off); err != nil {
-					r.Release()
-					fail(fmt.Errorf("Read: %w", err))
-					return
-				}
-				kept = append(kept, r)
-				if len(kept) > 4 || rng.IntN(3) == 0 {
-					time.Sleep(time.Duration(rng.IntN(300)) * time.Microsecond)
-					k := rng.IntN(len(kept))
-					if err := valid(kept[k], kept[k].Offset); err != nil {
-						fail(fmt.Errorf("a held record changed: %w", err))
-						return
-					}
-					kept[k].Release()
-					kept = append(kept[:k], kept[k+1:]...)
-				}
-			}
-		}, uint64(10+i))
-	}
-	start := time.Now()
-	deadline := start.Add(d)
-	for !stop.Load() && time.Now().Before(deadline) && (rolled.Load() < 150 || time.Since(start) < time.Second) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
+	h.waitUntil(time.Second, d, func() bool { return h.rolled.Load() >= 150 })
 	stopRelease.Store(true)
 	relWG.Wait()
-	if err := failure.get(); err != nil {
-		stop.Store(true)
-		wg.Wait()
+	if err := h.err(); err != nil {
+		_ = h.end()
 		t.Fatal(err)
 	}
 	// The releases stop: the preparer prepares the next segments again
@@ -245,7 +126,7 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 	// takes one: its file was the prepared one).
 	preparedSeen := false
 	for deadline := time.Now().Add(time.Minute); !preparedSeen; time.Sleep(time.Millisecond) {
-		if err := failure.get(); err != nil {
+		if err := h.err(); err != nil {
 			break
 		}
 		if len(dirFilesMatching(t, dir, "prepared.log")) > 0 {
@@ -255,20 +136,18 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 			break
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
-	if err := failure.get(); err != nil {
+	if err := h.end(); err != nil {
 		t.Fatal(err)
 	}
 	if !preparedSeen {
-		t.Errorf("no segment prepared in a minute of appends after the releases stopped (%d rolled, %d files released)", rolled.Load(), released.Load())
+		t.Errorf("no segment prepared in a minute of appends after the releases stopped (%d rolled, %d files released)", h.rolled.Load(), released.Load())
 	}
 	awaitBackgroundSeal(l)
 	st := l.Stats()
 	t.Logf("%d records, %d segments (%d rolled), %d cuts, %d reads, %d spare files released, %d segments made from kept files",
-		l.Next(), st.Segments, rolled.Load(), cuts.Load(), reads.Load(), released.Load(), st.Recycled)
-	if rolled.Load() < 40 {
-		t.Errorf("only %d segments rolled", rolled.Load())
+		l.Next(), st.Segments, h.rolled.Load(), h.cuts.Load(), h.reads.Load(), released.Load(), st.Recycled)
+	if h.rolled.Load() < 40 {
+		t.Errorf("only %d segments rolled", h.rolled.Load())
 	}
 	if released.Load() == 0 {
 		t.Errorf("ReleaseSpares never released a file")
@@ -289,31 +168,9 @@ func releaseSparesChurn(t *testing.T, c releaseChurnConfig, d time.Duration) {
 	if n := len(testkit.MapsUnder(t, dir)); n != 0 {
 		t.Errorf("after Close: %d mappings of the log's files", n)
 	}
-	opts := c.opts
-	opts.RetentionBytes = 0
-	r := mustOpen(t, dir, opts)
-	defer r.Close()
-	if r.First() != first || r.Next() != next {
-		t.Fatalf("reopened: [%d, %d), want [%d, %d)", r.First(), r.Next(), first, next)
-	}
+	r := reopenChurned(t, dir, c.opts, first, next, valid)
 	if len(r.Recovery().Notes) > 0 {
 		t.Logf("reopened: %q", r.Recovery().Notes)
-	}
-	want := first
-	for rec, err := range r.Records(first) {
-		if err != nil {
-			t.Fatalf("reopened: Records at %d: %v", want, err)
-		}
-		if rec.Offset != want {
-			t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
-		}
-		if err := valid(rec, want); err != nil {
-			t.Fatalf("reopened: %v", err)
-		}
-		want++
-	}
-	if want != next {
-		t.Fatalf("reopened: Records ended at %d, want %d", want, next)
 	}
 	if rep, err := r.Verify(nil); err != nil || !rep.Healthy() {
 		t.Errorf("reopened: Verify: %v %+v", err, rep)

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,127 +39,49 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 			c.opts.MaxRecordBytes = 16 << 10
 			l := mustOpen(t, dir, c.opts)
 			var (
-				stop     atomic.Bool
-				wg       sync.WaitGroup
-				failure  firstError
 				fulls    atomic.Int64
 				released atomic.Int64
-				reads    atomic.Int64
 			)
-			fail := func(err error) { failure.set(err); stop.Store(true) }
-			body := func(off uint64) []byte {
-				b := generationBody(off, 0)
-				return append(b, make([]byte, 1500)...)
-			}
-			valid := func(r Record, off uint64) error {
-				if len(r.Body) < 1500 {
-					return fmt.Errorf("record at %d: %d bytes", off, len(r.Body))
-				}
-				r.Body = r.Body[:len(r.Body)-1500]
-				return checkGenerationBody(r, off)
-			}
-			wg.Add(1)
-			go func() { // the writer
-				defer wg.Done()
-				rng := rand.New(rand.NewPCG(1, 9))
-				for !stop.Load() {
-					off := l.Next()
-					bodies := make([][]byte, 1+rng.IntN(8))
-					for i := range bodies {
-						bodies[i] = body(off + uint64(i))
-					}
-					got, n, err := l.AppendBatch(bodies, nil)
-					if n > 0 && got != off {
-						fail(fmt.Errorf("AppendBatch: %d records at %d, want them at %d", n, got, off))
-						return
-					}
-					if l.Next() != off+uint64(n) {
-						fail(fmt.Errorf("AppendBatch: %d records written, next %d, want %d", n, l.Next(), off+uint64(n)))
-						return
-					}
-					if err == nil {
-						continue
-					}
+			body, valid := paddedGenerationBody(1500)
+			h := startChurn(l, churnConfig{
+				seed:  9,
+				body:  body,
+				check: valid,
+				batch: 8,
+				// An append that fails on the full disk drops the older
+				// half of the segments.
+				appendFailed: func(h *churn, err error) error {
 					if !errors.Is(err, syscall.ENOSPC) {
-						fail(fmt.Errorf("AppendBatch at %d: %w", off, err))
-						return
+						return fmt.Errorf("AppendBatch: %w", err)
 					}
 					fulls.Add(1)
 					segs := *l.segs.Load()
 					if len(segs) < 3 {
 						time.Sleep(time.Millisecond) // readers hold the space
-						continue
+						return nil
 					}
 					if _, err := l.DropBefore(segs[len(segs)/2].Base()); err != nil {
-						fail(fmt.Errorf("DropBefore: %w", err))
-						return
+						return fmt.Errorf("DropBefore: %w", err)
 					}
-				}
-			}()
-			wg.Add(1)
-			go func() { // the checkpoint's release
-				defer wg.Done()
-				for !stop.Load() {
-					released.Add(int64(l.ReleaseSpares()))
-					time.Sleep(200 * time.Microsecond)
-				}
-			}()
-			for i := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					rng := rand.New(rand.NewPCG(uint64(10+i), 9))
-					var kept []Record
-					defer func() {
-						for _, r := range kept {
-							r.Release()
+					return nil
+				},
+				readers: churnReaders{n: 2, span: 50, hold: 2, releaseOneIn: 2, pause: 500 * time.Microsecond, oldestFirst: true},
+				extra: []func(h *churn, rng *rand.Rand){
+					func(h *churn, _ *rand.Rand) { // the checkpoint's release
+						for !h.stopped() {
+							released.Add(int64(l.ReleaseSpares()))
+							time.Sleep(200 * time.Microsecond)
 						}
-					}()
-					for !stop.Load() {
-						first, next := l.First(), l.Next()
-						if next <= first {
-							continue
-						}
-						off := first + rng.Uint64N(min(next-first, 50))
-						r, err := l.Read(off)
-						if err != nil {
-							if !dropReadErrOK(err) {
-								fail(fmt.Errorf("Read(%d): %w", off, err))
-								return
-							}
-							continue
-						}
-						reads.Add(1)
-						if err := valid(r, off); err != nil {
-							r.Release()
-							fail(err)
-							return
-						}
-						kept = append(kept, r)
-						if len(kept) > 2 || rng.IntN(2) == 0 {
-							time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
-							if err := valid(kept[0], kept[0].Offset); err != nil {
-								fail(fmt.Errorf("a held record changed: %w", err))
-								return
-							}
-							kept[0].Release()
-							kept = kept[1:]
-						}
-					}
-				}()
-			}
-			start := time.Now()
-			for !stop.Load() && time.Since(start) < 10*time.Second && (fulls.Load() < 100 || time.Since(start) < time.Second) {
-				time.Sleep(10 * time.Millisecond)
-			}
-			stop.Store(true)
-			wg.Wait()
-			if err := failure.get(); err != nil {
+					},
+				},
+			})
+			h.waitUntil(time.Second, 10*time.Second, func() bool { return fulls.Load() >= 100 })
+			if err := h.end(); err != nil {
 				t.Fatal(err)
 			}
 			st := l.Stats()
 			t.Logf("%d records, %d full-disk failures, %d spare files released, %d reads, %d segments made from kept files",
-				l.Next(), fulls.Load(), released.Load(), reads.Load(), st.Recycled)
+				l.Next(), fulls.Load(), released.Load(), h.reads.Load(), st.Recycled)
 			if fulls.Load() == 0 {
 				t.Fatal("the disk never filled")
 			}
@@ -183,27 +104,7 @@ func TestReleaseSparesFullDiskChurn(t *testing.T) {
 			if n := mappedLogFiles(t, dir); n != 0 {
 				t.Errorf("after Close: %d .log files of the log mapped:\n%s", n, testkit.MapsUnder(t, dir))
 			}
-			r := mustOpen(t, dir, c.opts)
-			defer r.Close()
-			if r.First() != first || r.Next() != next {
-				t.Fatalf("reopened: [%d, %d), want [%d, %d)", r.First(), r.Next(), first, next)
-			}
-			want := first
-			for rec, err := range r.Records(first) {
-				if err != nil {
-					t.Fatalf("reopened: Records at %d: %v", want, err)
-				}
-				if rec.Offset != want {
-					t.Fatalf("reopened: Records gave %d, want %d", rec.Offset, want)
-				}
-				if err := valid(rec, want); err != nil {
-					t.Fatalf("reopened: %v", err)
-				}
-				want++
-			}
-			if want != next {
-				t.Fatalf("reopened: Records ended at %d, want %d", want, next)
-			}
+			r := reopenChurned(t, dir, c.opts, first, next, valid)
 			if rep, err := r.Verify(nil); err != nil || !rep.Healthy() {
 				t.Errorf("reopened: Verify: %v %+v", err, rep)
 			}

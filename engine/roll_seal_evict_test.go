@@ -100,21 +100,66 @@ type sealEvictChurn struct {
 }
 
 // sealEvictRun runs a writer that keeps rolling, readers of every kind,
-// and the churn asked for, for at least d and 60 records and until done
+// and the churn asked for (what), for at least d and 60 records and until done
 // holds, and fails t with the first failure. It returns how many records
 // were appended.
-func sealEvictRun(t *testing.T, l *Log, churn sealEvictChurn, d time.Duration, seed uint64, done func() bool) int {
+func sealEvictRun(t *testing.T, l *Log, what sealEvictChurn, d time.Duration, seed uint64, done func() bool) int {
 	t.Helper()
 	var appended atomic.Int64
-	var (
-		stop    atomic.Bool
-		wg      sync.WaitGroup
-		failure firstError
-	)
-	fail := func(err error) {
-		failure.set(err)
-		stop.Store(true)
+	cfg := churnConfig{
+		seed:  seed,
+		body:  func(off uint64, _ uint32) []byte { return testBody(off, sealEvictSize(off)) },
+		check: sealEvictCheck,
+		// The writer cuts, drops and syncs between appends.
+		afterAppend: func(h *churn, rng *rand.Rand, i int) error {
+			appended.Add(1)
+			switch {
+			case what.truncate && i%97 == 96:
+				next := l.Next()
+				to := next - 1 - rng.Uint64N(40)
+				if first := l.First(); to < first || to > next {
+					return nil
+				}
+				if err := l.Truncate(to); err != nil {
+					return fmt.Errorf("Truncate(%d): %w", to, err)
+				}
+			case what.drop && i%53 == 52:
+				keep := cmp.Or(what.keep, 300)
+				if next := l.Next(); next > keep {
+					if _, err := l.DropBefore(next - keep); err != nil {
+						return fmt.Errorf("DropBefore: %w", err)
+					}
+				}
+			case i%71 == 70:
+				if err := l.Sync(); err != nil {
+					return fmt.Errorf("Sync: %w", err)
+				}
+			}
+			return nil
+		},
 	}
+	for range 2 {
+		cfg.extra = append(cfg.extra, func(h *churn, rng *rand.Rand) { sealEvictReader(h, rng, what) })
+	}
+	h := startChurn(l, cfg)
+	// At least d, and at least six rolls' worth of records (SyncAlways
+	// appends slowly on a loaded machine) and until done holds (nil: at
+	// once); a minute at most, a hang.
+	h.waitUntil(d, time.Minute, func() bool { return appended.Load() >= 60 && (done == nil || done()) })
+	if !h.stopped() && (appended.Load() < 60 || done != nil && !done()) {
+		t.Errorf("after a minute: %d records appended, done %v", appended.Load(), done == nil || done())
+	}
+	if err := h.end(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d records appended, %d segments made from kept files", appended.Load(), l.Stats().Recycled)
+	return int(appended.Load())
+}
+
+// sealEvictReader reads with every kind of read (some records held for
+// a while), Inspect, OffsetForTime, Stats and, now and then, Verify.
+func sealEvictReader(h *churn, rng *rand.Rand, what sealEvictChurn) {
+	l := h.l
 	// allowed says whether err may be what a read of off gets: only when
 	// records go (drops, cuts), and then only ErrNotFound, never
 	// ErrCorrupt.
@@ -122,163 +167,103 @@ func sealEvictRun(t *testing.T, l *Log, churn sealEvictChurn, d time.Duration, s
 		if errors.Is(err, ErrCorrupt) {
 			return false
 		}
-		return (churn.drop || churn.truncate) && errors.Is(err, ErrNotFound)
+		return (what.drop || what.truncate) && errors.Is(err, ErrNotFound)
 	}
-	wg.Add(1)
-	go func() { // the writer
-		defer wg.Done()
-		rng := rand.New(rand.NewPCG(seed, 1))
-		for i := 0; !stop.Load(); i++ {
-			if err := sealEvictAppend(l); err != nil {
-				fail(fmt.Errorf("writer: %w", err))
-				return
-			}
-			appended.Add(1)
-			switch {
-			case churn.truncate && i%97 == 96:
-				next := l.Next()
-				to := next - 1 - rng.Uint64N(40)
-				if first := l.First(); to < first || to > next {
-					continue
-				}
-				if err := l.Truncate(to); err != nil {
-					fail(fmt.Errorf("Truncate(%d): %w", to, err))
-					return
-				}
-			case churn.drop && i%53 == 52:
-				keep := cmp.Or(churn.keep, 300)
-				if next := l.Next(); next > keep {
-					if _, err := l.DropBefore(next - keep); err != nil {
-						fail(fmt.Errorf("DropBefore: %w", err))
-						return
-					}
-				}
-			case i%71 == 70:
-				if err := l.Sync(); err != nil {
-					fail(fmt.Errorf("Sync: %w", err))
-					return
-				}
-			}
+	var held []Record
+	defer func() {
+		for _, r := range held {
+			r.Release()
 		}
 	}()
-	for g := range 2 {
-		wg.Add(1)
-		go func() { // readers
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(seed, uint64(10+g)))
-			var held []Record
-			defer func() {
-				for _, r := range held {
-					r.Release()
+	for i := 0; !h.stopped(); i++ {
+		first, next := l.First(), l.Next()
+		if next <= first {
+			continue
+		}
+		off := first + rng.Uint64N(next-first)
+		switch i % 8 {
+		case 0, 1, 2, 3: // Read, some held for a while
+			r, err := l.Read(off)
+			if err != nil {
+				if !allowed(err) {
+					h.fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
 				}
-			}()
-			for i := 0; !stop.Load(); i++ {
-				first, next := l.First(), l.Next()
-				if next <= first {
+				continue
+			}
+			if err := sealEvictCheck(r, off); err != nil {
+				h.fail(err)
+				r.Release()
+				continue
+			}
+			held = append(held, r)
+			if len(held) > 6 {
+				k := rng.IntN(len(held))
+				if err := sealEvictCheck(held[k], held[k].Offset); err != nil {
+					h.fail(fmt.Errorf("a held record changed: %w", err))
+				}
+				held[k].Release()
+				held = append(held[:k], held[k+1:]...)
+			}
+		case 4: // Records
+			n := 0
+			for r, err := range l.Records(off) {
+				if err != nil {
+					if !allowed(err) && !errors.Is(err, ErrTrimmed) {
+						h.fail(fmt.Errorf("Records(%d) at %d: %w", off, r.Offset, err))
+						return
+					}
 					continue
 				}
-				off := first + rng.Uint64N(next-first)
-				switch i % 8 {
-				case 0, 1, 2, 3: // Read, some held for a while
-					r, err := l.Read(off)
-					if err != nil {
-						if !allowed(err) {
-							fail(fmt.Errorf("Read(%d) of [%d, %d): %w", off, first, next, err))
-						}
-						continue
-					}
-					if err := sealEvictCheck(r, off); err != nil {
-						fail(err)
-						r.Release()
-						continue
-					}
-					held = append(held, r)
-					if len(held) > 6 {
-						k := rng.IntN(len(held))
-						if err := sealEvictCheck(held[k], held[k].Offset); err != nil {
-							fail(fmt.Errorf("a held record changed: %w", err))
-						}
-						held[k].Release()
-						held = append(held[:k], held[k+1:]...)
-					}
-				case 4: // Records
-					n := 0
-					for r, err := range l.Records(off) {
-						if err != nil {
-							if !allowed(err) && !errors.Is(err, ErrTrimmed) {
-								fail(fmt.Errorf("Records(%d) at %d: %w", off, r.Offset, err))
-								return
-							}
-							continue
-						}
-						if err := sealEvictCheck(r, r.Offset); err != nil {
-							fail(fmt.Errorf("Records(%d): %w", off, err))
-							return
-						}
-						if n++; n == 40 {
-							break
-						}
-					}
-				case 5: // Inspect, OffsetForTime, ReadNext
-					n := 0
-					for ri := range l.Inspect(off) {
-						if !ri.OK && !(churn.drop || churn.truncate) {
-							fail(fmt.Errorf("Inspect(%d) at %d: %+v", off, ri.Offset, ri))
-							return
-						}
-						if n++; n == 40 {
-							break
-						}
-					}
-					if _, err := l.OffsetForTime(time.Now().Add(-time.Duration(rng.IntN(50)) * time.Millisecond)); err != nil {
-						fail(fmt.Errorf("OffsetForTime: %w", err))
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-					r, _, err := l.ReadNext(ctx, off)
-					cancel()
-					if err == nil {
-						if err := sealEvictCheck(r, r.Offset); err != nil {
-							fail(fmt.Errorf("ReadNext(%d): %w", off, err))
-						}
-						r.Release()
-					} else if !allowed(err) && !errors.Is(err, context.DeadlineExceeded) {
-						fail(fmt.Errorf("ReadNext(%d): %w", off, err))
-					}
-				case 6: // Stats
-					st := l.Stats()
-					if st.MappedSegments < 0 || l.cfg.Maps.Mapped() < 0 {
-						fail(fmt.Errorf("Stats: %d segments mapped, the map cache says %d", st.MappedSegments, l.cfg.Maps.Mapped()))
-					}
-				case 7: // Verify, now and then
-					if i%64 != 7 {
-						continue
-					}
-					rep, err := l.Verify(nil)
-					if err != nil {
-						fail(fmt.Errorf("Verify: %w", err))
-					} else if rep.Damaged > 0 || !(churn.drop || churn.truncate) && !rep.Healthy() {
-						fail(fmt.Errorf("Verify: %+v", rep))
-					}
+				if err := sealEvictCheck(r, r.Offset); err != nil {
+					h.fail(fmt.Errorf("Records(%d): %w", off, err))
+					return
+				}
+				if n++; n == 40 {
+					break
 				}
 			}
-		}()
-	}
-	// At least d, and at least six rolls' worth of records (SyncAlways
-	// appends slowly on a loaded machine) and until done holds (nil: at
-	// once); a minute at most, a hang.
-	for start := time.Now(); !stop.Load() && (time.Since(start) < d || appended.Load() < 60 || done != nil && !done()); {
-		if time.Since(start) > time.Minute {
-			t.Errorf("after a minute: %d records appended, done %v", appended.Load(), done == nil || done())
-			break
+		case 5: // Inspect, OffsetForTime, ReadNext
+			n := 0
+			for ri := range l.Inspect(off) {
+				if !ri.OK && !(what.drop || what.truncate) {
+					h.fail(fmt.Errorf("Inspect(%d) at %d: %+v", off, ri.Offset, ri))
+					return
+				}
+				if n++; n == 40 {
+					break
+				}
+			}
+			if _, err := l.OffsetForTime(time.Now().Add(-time.Duration(rng.IntN(50)) * time.Millisecond)); err != nil {
+				h.fail(fmt.Errorf("OffsetForTime: %w", err))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			r, _, err := l.ReadNext(ctx, off)
+			cancel()
+			if err == nil {
+				if err := sealEvictCheck(r, r.Offset); err != nil {
+					h.fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+				}
+				r.Release()
+			} else if !allowed(err) && !errors.Is(err, context.DeadlineExceeded) {
+				h.fail(fmt.Errorf("ReadNext(%d): %w", off, err))
+			}
+		case 6: // Stats
+			st := l.Stats()
+			if st.MappedSegments < 0 || l.cfg.Maps.Mapped() < 0 {
+				h.fail(fmt.Errorf("Stats: %d segments mapped, the map cache says %d", st.MappedSegments, l.cfg.Maps.Mapped()))
+			}
+		case 7: // Verify, now and then
+			if i%64 != 7 {
+				continue
+			}
+			rep, err := l.Verify(nil)
+			if err != nil {
+				h.fail(fmt.Errorf("Verify: %w", err))
+			} else if rep.Damaged > 0 || !(what.drop || what.truncate) && !rep.Healthy() {
+				h.fail(fmt.Errorf("Verify: %+v", rep))
+			}
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	stop.Store(true)
-	wg.Wait()
-	if err := failure.get(); err != nil {
-		t.Fatal(err)
-	}
-	return int(appended.Load())
 }
 
 // TestSealEvictReadersSeeEveryRecord: every sync policy, one or two sealed

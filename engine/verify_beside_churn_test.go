@@ -2,9 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -106,49 +105,27 @@ func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 			dir := t.TempDir()
 			w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 			fillGenerationSegments(t, w, 8)
-			var stop atomic.Bool
-			var failure firstError
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; !stop.Load(); i++ {
-					if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
-						failure.set(err)
-						return
-					}
-					if i%20 == 0 {
-						if segs := *w.segs.Load(); len(segs) > 6 {
-							if _, err := w.DropBefore(segs[len(segs)-5].Base()); err != nil {
-								failure.set(err)
-								return
-							}
-						}
-					}
-				}
-			}()
+			h := startChurn(w, verifyChurnConfig)
 			runs := 0
-			for deadline := time.Now().Add(time.Second); (time.Now().Before(deadline) || runs < 50) && failure.get() == nil; runs++ {
+			for deadline := time.Now().Add(time.Second); (time.Now().Before(deadline) || runs < 50) && h.err() == nil; runs++ {
 				ro, err := OpenReadOnly(dir, Options{MaxMappedSegments: maxMapped})
 				if err != nil {
-					failure.set(fmt.Errorf("OpenReadOnly: %w", err))
+					h.fail(fmt.Errorf("OpenReadOnly: %w", err))
 					break
 				}
 				rep, err := ro.Verify(nil)
 				_ = ro.Close()
 				if err != nil {
-					failure.set(fmt.Errorf("Verify: %w", err))
+					h.fail(fmt.Errorf("Verify: %w", err))
 					break
 				}
 				if !rep.Healthy() {
-					failure.set(fmt.Errorf("run %d: read-only Verify beside drops and reuses: not healthy: problems %q, missing %d, damaged %d (first %+v), index %q",
+					h.fail(fmt.Errorf("run %d: read-only Verify beside drops and reuses: not healthy: problems %q, missing %d, damaged %d (first %+v), index %q",
 						runs, rep.Problems, rep.Missing, rep.Damaged, rep.FirstDamage, rep.IndexProblems))
 					break
 				}
 			}
-			stop.Store(true)
-			wg.Wait()
-			if err := failure.get(); err != nil {
+			if err := h.end(); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%d verifications, %d segments made from kept files", runs, w.Stats().Recycled)
@@ -159,6 +136,23 @@ func TestVerifyFreshReadOnlyBesideChurn(t *testing.T) {
 	}
 }
 
+// verifyChurnConfig is the churn beside the read-only Verify runs: a
+// writer that appends records one at a time and, every 20, drops all
+// but the last five segments (their files reused).
+var verifyChurnConfig = churnConfig{
+	afterAppend: func(h *churn, _ *rand.Rand, i int) error {
+		if i%20 != 0 {
+			return nil
+		}
+		if segs := *h.l.segs.Load(); len(segs) > 6 {
+			if _, err := h.l.DropBefore(segs[len(segs)-5].Base()); err != nil {
+				return fmt.Errorf("DropBefore: %w", err)
+			}
+		}
+		return nil
+	},
+}
+
 // One read-only log verified again and again beside a writer that
 // appends, drops and reuses segment files, with a reader of the
 // read-only log beside it: every report is healthy, as the log is.
@@ -167,41 +161,22 @@ func TestVerifySameReadOnlyBesideChurn(t *testing.T) {
 	w := mustOpen(t, dir, Options{SegmentBytes: 4 << 10, RecycleSegments: 2})
 	fillGenerationSegments(t, w, 8)
 	ro := mustOpenRO(t, dir, Options{})
-	var stop atomic.Bool
-	var failure firstError
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for i := 0; !stop.Load(); i++ {
-			if _, err := w.Append(generationBody(w.Next(), 0)); err != nil {
-				failure.set(err)
-				return
-			}
-			if i%20 == 0 {
-				if segs := *w.segs.Load(); len(segs) > 6 {
-					if _, err := w.DropBefore(segs[len(segs)-5].Base()); err != nil {
-						failure.set(err)
-						return
-					}
-				}
-			}
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for off := uint64(0); !stop.Load(); off = (off + 7) % max(ro.Next(), 1) {
+	// A reader of the read-only log beside the churn.
+	cfg := verifyChurnConfig
+	cfg.extra = []func(h *churn, rng *rand.Rand){func(h *churn, _ *rand.Rand) {
+		for off := uint64(0); !h.stopped(); off = (off + 7) % max(ro.Next(), 1) {
 			if r, err := ro.Read(off); err == nil {
 				r.Release()
 			}
 		}
-	}()
+	}}
+	h := startChurn(w, cfg)
 	kinds := map[string]int{}
 	runs := 0
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && failure.get() == nil; runs++ {
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && h.err() == nil; runs++ {
 		rep, err := ro.Verify(nil)
 		if err != nil {
-			failure.set(err)
+			h.fail(err)
 			break
 		}
 		if !rep.Healthy() {
@@ -219,9 +194,7 @@ func TestVerifySameReadOnlyBesideChurn(t *testing.T) {
 			}
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
-	if err := failure.get(); err != nil {
+	if err := h.end(); err != nil {
 		t.Fatal(err)
 	}
 	if len(kinds) > 0 {
