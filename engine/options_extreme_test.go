@@ -50,8 +50,8 @@ func TestOptionsExtremeSettings(t *testing.T) {
 		{"IndexIntervalBytes=1<<32", Options{IndexIntervalBytes: intervalOverLimit()}, "IndexIntervalBytes"},
 		{"IndexIntervalBytes=-1", Options{IndexIntervalBytes: -1}, "IndexIntervalBytes"},
 		{"MaxRecordBytes=1", Options{MaxRecordBytes: 1}, ""},
-		{"MaxRecordBytes=max", Options{MaxRecordBytes: maxBodyLimit}, ""},
-		{"MaxRecordBytes=max+1", Options{MaxRecordBytes: maxBodyLimit + 1}, "MaxRecordBytes"},
+		{"MaxRecordBytes=max", Options{MaxRecordBytes: maxRecordBytesHere}, ""},
+		{"MaxRecordBytes=max+1", Options{MaxRecordBytes: maxRecordBytesHere + 1}, "MaxRecordBytes"},
 		{"MaxRecordBytes=-1", Options{MaxRecordBytes: -1}, "MaxRecordBytes"},
 		{"FirstOffset=0", Options{FirstOffset: 0}, ""},
 		{"FirstOffset=1<<63", Options{FirstOffset: 1 << 63}, ""},
@@ -141,8 +141,13 @@ func settingRefused(f *caseFailures, dir string, opts Options, name string, rang
 // settingWorks appends, reads, verifies, reopens and reads again.
 func settingWorks(f *caseFailures, dir string, opts Options) {
 	l, err := Open(dir, opts)
+	if is32bit == 1 && errors.Is(err, ErrAddressSpace) {
+		// A 32-bit process (or an emulator's) may have no room for the
+		// largest segment's two mappings: a clear error is the promise.
+		return
+	}
 	if err != nil {
-		f.add("Open: %v (want it to work, or an error matching ErrBadOptions)", err)
+		f.add("Open: %v (want it to work, or an error matching ErrAddressSpace in a 32-bit process)", err)
 		return
 	}
 	maxBody := l.MaxRecordBytes()

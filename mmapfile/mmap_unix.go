@@ -3,6 +3,7 @@
 package mmapfile
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"unsafe"
@@ -29,6 +30,12 @@ func Map(f *os.File, size int, writable bool) ([]byte, error) {
 		prot |= unix.PROT_WRITE
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, size, prot, unix.MAP_SHARED)
+	if errors.Is(err, unix.ENOMEM) {
+		// No room in the address space for it (a 32-bit process, or an
+		// emulator's), or the process has as many mappings as the system
+		// allows (vm.max_map_count).
+		return nil, fmt.Errorf("%w: mmap %s (%d bytes): %w (the address space, or the count of mappings, is exhausted)", ErrAddressSpace, f.Name(), size, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mmapfile: mmap %s (%d bytes): %w", f.Name(), size, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,5 +44,27 @@ func TestOpenRead(t *testing.T) {
 	var pe *os.PathError
 	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Op != "open" || pe.Path != path+".missing" {
 		t.Fatalf("OpenRead of a missing file: %#v", err)
+	}
+}
+
+// A mapping the address space has no room for is an error matching
+// ErrAddressSpace, which names the file and the size: a 32-bit process
+// meets it at a large segment, a 64-bit one here at 128 TiB.
+func TestMapBeyondTheAddressSpaceIsErrAddressSpace(t *testing.T) {
+	if strconv.IntSize == 32 {
+		t.Skip("128 TiB is no int here; the engine's limits test covers 32-bit")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := Map(f, 1<<47, false)
+	if err == nil {
+		_ = Unmap(b)
+		t.Skip("this system mapped 128 TiB")
+	}
+	if !errors.Is(err, ErrAddressSpace) || !strings.Contains(err.Error(), f.Name()) {
+		t.Fatalf("Map of 128 TiB: %v; want an error matching ErrAddressSpace naming the file", err)
 	}
 }
