@@ -112,11 +112,14 @@ func BenchmarkStoreSpreadSend(b *testing.B) {
 			body := make([]byte, 1024)
 			b.SetBytes(int64(len(body)))
 			b.ResetTimer()
+			stop := testkit.ThreadCPUPerOp(b)
 			for i := range b.N {
 				if _, err := qs[i%n].Send(body); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			stop()
 		})
 	}
 }
@@ -137,6 +140,7 @@ func BenchmarkStoreSpreadReceiveDelete(b *testing.B) {
 				}
 			}
 			b.StartTimer()
+			stop := testkit.ThreadCPUPerOp(b)
 			for i := range b.N {
 				q := qs[i%n]
 				m, ok, err := q.TryReceive()
@@ -147,6 +151,8 @@ func BenchmarkStoreSpreadReceiveDelete(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.StopTimer()
+			stop()
 		})
 	}
 }

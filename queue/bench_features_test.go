@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pagelog/pagelog/engine"
+	"github.com/pagelog/pagelog/internal/testkit"
 )
 
 // BenchmarkQueueSendBatch: SendBatch of 100 bodies of 1 KiB under
@@ -161,6 +162,7 @@ func cycle(b *testing.B, q *Queue, body []byte) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
+	stop := testkit.ThreadCPUPerOp(b)
 	for range b.N {
 		t0 := time.Now()
 		if _, err := q.Send(body); err != nil {
@@ -176,6 +178,7 @@ func cycle(b *testing.B, q *Queue, body []byte) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	stop()
 	reportQuantiles(b, lat)
 }
 

@@ -53,6 +53,15 @@ type storeView struct {
 	// append): between appends, the queue attribute's id alone.
 	attrs  engine.Attrs
 	closed bool
+	// drop caches DropPoint's answer, asked at each delete: it holds
+	// while first stays, as the view's first record stays in its shared
+	// segment and that segment's end, once a later one begins, is fixed
+	// (the records appended later lie past it). fill, which appends
+	// holes at earlier positions, forgets it.
+	drop struct {
+		known     bool
+		first, at uint64
+	}
 
 	// first and its end, for First and Next without the lock; set with
 	// them, under mu (publish).
@@ -123,6 +132,7 @@ func (v *storeView) fill(to uint64) {
 	if n := v.pos.len(); n > 0 {
 		last = v.pos.at(n-1) &^ holeBit
 	}
+	v.drop.known = false
 	for v.first+uint64(v.pos.len()) < to {
 		v.add(last | holeBit)
 	}
@@ -242,6 +252,11 @@ func (v *storeView) OffsetForTime(t time.Time) (uint64, error) {
 func (v *storeView) offsetAt(p uint64) uint64 {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.offsetAtLocked(p)
+}
+
+// offsetAtLocked is offsetAt with v.mu held.
+func (v *storeView) offsetAtLocked(p uint64) uint64 {
 	lo, hi := 0, v.pos.len()
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -405,8 +420,22 @@ func (v *storeView) DropPoint() (uint64, bool) {
 	if _, _, _, n := v.sh.l.SegmentOf(0); n < 2 {
 		return 0, false // see oldestSegment
 	}
-	_, b1, ok := v.oldestSegment()
-	return b1, ok
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.drop.known && v.drop.first == v.first {
+		return v.drop.at, true
+	}
+	p, ok := v.lowLocked()
+	if !ok {
+		return 0, false
+	}
+	_, end, i, n := v.sh.l.SegmentOf(p)
+	if n-i < 2 {
+		return 0, false // its segment is the newest: its end is not known
+	}
+	b1 := v.offsetAtLocked(end)
+	v.drop.known, v.drop.first, v.drop.at = true, v.first, b1
+	return b1, true
 }
 
 // DropBefore forgets the view's records below off. The shared log's
@@ -428,17 +457,18 @@ func (v *storeView) DropBefore(off uint64) (int, error) {
 // when it holds none.
 func (v *storeView) low() (p uint64, ok bool) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lowLocked()
+}
+
+// lowLocked is low with v.mu held.
+func (v *storeView) lowLocked() (p uint64, ok bool) {
 	for i := range v.pos.len() {
 		if p = v.pos.at(i); p&holeBit == 0 {
-			ok = true
-			break
+			return p, true
 		}
 	}
-	v.mu.Unlock()
-	if !ok {
-		return 0, false
-	}
-	return p, true
+	return 0, false
 }
 
 func (v *storeView) ReleaseSpares() int        { return 0 }

@@ -113,3 +113,66 @@ func TestStoreViewWaitDurableOfDroppedOffsetWaitsForTheLog(t *testing.T) {
 		t.Fatalf("WaitDurable past the view's end = %v, want ErrNotFound", err)
 	}
 }
+
+// DropPoint, asked at each delete, keeps its answer while the view's first
+// stays: the answer stays what the shared log's segments say as records
+// are appended, segments roll, the head moves and holes are filled.
+func TestStoreViewDropPointFollowsTheSharedSegments(t *testing.T) {
+	s := openTestStore(t, t.TempDir(), StoreOptions{Log: engine.Options{SegmentBytes: 4096}})
+	defer s.Close()
+	a, b := mustQueue(t, s, "a"), mustQueue(t, s, "b")
+	v := a.st.sq.msgs
+	check := func(when string) {
+		t.Helper()
+		p, ok := v.DropPoint()
+		_, b1, want := v.oldestSegment()
+		if ok != want || ok && p != b1 {
+			t.Fatalf("%s: DropPoint = %d, %v; the segments say %d, %v", when, p, ok, b1, want)
+		}
+	}
+	body := make([]byte, 300)
+	// a's one record in the oldest segment, b's records past it: holes
+	// a skips to take that record's position.
+	if _, err := a.Send(body); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if _, err := b.Send(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("one record in the oldest segment")
+	if err := v.SkipTo(v.Next() + 3); err != nil {
+		t.Fatal(err)
+	}
+	check("after SkipTo past the record")
+	for i := range 40 {
+		if _, err := a.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if _, err := b.Send(body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("after a send")
+	}
+	for off := uint64(1); off < 30; off += 4 {
+		if _, err := v.DropBefore(off); err != nil {
+			t.Fatal(err)
+		}
+		check("after DropBefore")
+		if _, err := b.Send(body); err != nil {
+			t.Fatal(err)
+		}
+		check("after a send of another queue")
+	}
+	if err := v.SkipTo(v.Next() + 3); err != nil {
+		t.Fatal(err)
+	}
+	check("after SkipTo")
+	if _, err := v.DropBefore(v.Next()); err != nil {
+		t.Fatal(err)
+	}
+	check("with no record")
+}
