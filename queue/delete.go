@@ -239,7 +239,7 @@ func (q *Queue) appendDeletes(offsets []uint64) (last uint64, n int, err error) 
 
 // waitDelete waits, under SyncAlways, until the delete record at is synced.
 func (q *Queue) waitDelete(at uint64) error {
-	if q.opts.Log.Sync != engine.SyncAlways {
+	if !q.syncEnd {
 		return nil
 	}
 	return q.dels.WaitDurable(context.Background(), at)
