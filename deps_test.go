@@ -52,7 +52,7 @@ var allowed = map[string]rule{
 	"internal/addrspace":  {sys: true},
 	"internal/segment":    {internal: []string{"mmapfile", "internal/addrspace", "internal/record", "internal/regfile", "sparseidx"}, sys: true, tests: []string{"internal/testkit"}},
 	"engine":              {internal: []string{"internal/segment", "internal/addrspace", "internal/checkpoint", "internal/record", "internal/regfile", "mmapfile", "sparseidx"}, sys: true, tests: []string{"internal/tmpfstest", "internal/testkit"}},
-	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/record", "internal/tmpfstest", "internal/testkit"}, testSys: true},
+	"queue":               {internal: []string{"engine", "inflight", "internal/checkpoint", "internal/regfile"}, tests: []string{"internal/addrspace", "internal/record", "internal/tmpfstest", "internal/testkit"}, testSys: true},
 	"cmd/pagelog":         {internal: []string{"engine", "queue", "internal/stopwatch", "internal/httpserve"}, sys: true, tests: []string{"internal/tmpfstest", "internal/testkit"}},
 	// The benchmarks measure the engine and the queue through their APIs
 	// and the machine's limits through mmapfile; the peers are another
@@ -64,7 +64,7 @@ var allowed = map[string]rule{
 	// The scaffolding the tests of several packages share (crash
 	// children, torn files, /proc readers): for tests only, which
 	// TestTestkitOnlyInTests checks in every module.
-	"internal/testkit": {},
+	"internal/testkit": {sys: true}, // test scaffolding: /proc readers, kill -9, a thread's CPU time
 }
 
 // ownModules are directories that hold a module of their own: they may

@@ -31,6 +31,7 @@ func crashClose(t testing.TB, l *Log) {
 	l.bg.Wait()
 	l.sync.waitIdle()
 	_ = l.closeSegments()
+	l.doneRanges()
 	if l.lockFile != nil {
 		_ = l.lockFile.Close()
 	}

@@ -146,6 +146,7 @@ func (l *Log) Close() error {
 		l.closeFollowing()
 	}
 	errs = append(errs, l.closeSegments())
+	l.doneRanges()
 	if l.lockFile != nil {
 		errs = append(errs, unlockAndClose(l.lockFile))
 	}

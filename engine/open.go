@@ -147,6 +147,7 @@ func open(dir string, opts Options, lock *os.File) (*Log, error) {
 	}
 	if err != nil {
 		l.closeSegments()
+		l.doneRanges()
 		return nil, err
 	}
 	l.recovery.Took = time.Since(start)
@@ -482,7 +483,8 @@ func listSegments(dir string) ([]uint64, error) {
 
 // rangesFor returns the address-range pool of the log in dir: the same
 // pool every time this log is opened in this process, and no other log's
-// (see Options.RetireMappings and internal/addrspace).
+// (see Options.RetireMappings and internal/addrspace). The Log ends its
+// use of it when it closes (doneRanges).
 func rangesFor(dir string) *addrspace.Pool {
 	key, err := filepath.Abs(dir)
 	if err != nil {
@@ -493,4 +495,13 @@ func rangesFor(dir string) *addrspace.Pool {
 	// is another log, with other ranges.
 	key += fmt.Sprintf("\x00%v", dirIdentity(dir))
 	return addrspace.For(key)
+}
+
+// doneRanges ends the Log's use of its address-range pool, once its
+// segments are closed: the pool gives back the address space its ranges
+// hold past what the records took (see internal/addrspace).
+func (l *Log) doneRanges() {
+	if l.cfg != nil && l.cfg.Ranges != nil {
+		l.cfg.Ranges.Done()
+	}
 }

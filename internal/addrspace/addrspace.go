@@ -16,6 +16,18 @@
 // the pool of a key, so that a queue closed and opened again in the same
 // process reuses its own ranges.
 //
+// A pool no one uses (Done as often as For was called: its log is closed)
+// keeps its ranges for its next open, up to a budget for the whole
+// process (SetIdleBudget: 256 MiB on 32-bit platforms, 64 GiB on 64-bit
+// ones). Past it, the pools closed longest ago give back to the system
+// the parts of their ranges no slice can point into: the pages past what
+// each retired mapping held (Retire's written), most of a segment mapped
+// at its full size and barely written. They keep the pages that held
+// records, as zero pages, for the stale slices that may still point
+// there. A process opening queue after queue then does not run out of
+// address space (a 32-bit one did after a few dozen), and a stale body
+// still never reads another pool's bytes.
+//
 // These are unsafe operations (mappings at fixed addresses over memory a
 // caller may still reference); the package is internal so that only the
 // engine, which keeps the rules above, uses them.
@@ -26,6 +38,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +52,12 @@ type Pool struct {
 	free     []span          // freed ranges, by address
 	used     map[uintptr]int // start of each range in use -> its length
 	reserved int             // bytes of address space held, used or free
+	// blank are the parts of free ranges that no mapping ever wrote
+	// into (past Retire's written): no slice points there, so they go
+	// back to the system once the pool has no user.
+	blank []span
+	users int  // For calls not yet matched by Done
+	idle  bool // on pools.idle
 }
 
 type span struct {
@@ -48,12 +67,31 @@ type span struct {
 
 func (s span) addr() uintptr { return uintptr(s.p) }
 
+// pools are the process's pools. Lock order: pools, then a Pool's mu.
 var pools struct {
 	sync.Mutex
-	m map[string]*Pool
+	m    map[string]*Pool
+	idle []*Pool // pools no one uses, the longest unused first
 }
 
-// For returns the pool of key, making it on first use.
+// idleBudget is the address space the pools no one uses may hold before
+// the longest unused give back what no slice can point into.
+var idleBudget atomic.Int64
+
+func init() {
+	if unsafe.Sizeof(uintptr(0)) < 8 {
+		idleBudget.Store(256 << 20)
+	} else {
+		idleBudget.Store(64 << 30)
+	}
+}
+
+// SetIdleBudget sets the address space the pools no one uses may hold
+// (see the package doc) and returns the one it replaces. Tests lower it.
+func SetIdleBudget(n int) (old int) { return int(idleBudget.Swap(int64(n))) }
+
+// For returns the pool of key, making it on first use, and counts one more
+// user of it: each call is matched by a Done.
 func For(key string) *Pool {
 	pools.Lock()
 	defer pools.Unlock()
@@ -65,7 +103,108 @@ func For(key string) *Pool {
 		p = &Pool{used: make(map[uintptr]int)}
 		pools.m[key] = p
 	}
+	p.mu.Lock()
+	p.users++
+	p.mu.Unlock()
+	if p.idle {
+		p.idle = false
+		pools.idle = slices.DeleteFunc(pools.idle, func(q *Pool) bool { return q == p })
+	}
 	return p
+}
+
+// Done ends a use of the pool For counted. A pool no user is left to
+// keeps its ranges for its next user, within the idle budget (see the
+// package doc).
+func (p *Pool) Done() {
+	pools.Lock()
+	defer pools.Unlock()
+	p.mu.Lock()
+	if p.users > 0 {
+		p.users--
+	}
+	done := p.users == 0 && !p.idle
+	p.mu.Unlock()
+	if done {
+		p.idle = true
+		pools.idle = append(pools.idle, p)
+	}
+	trimIdle()
+}
+
+// trimIdle makes the pools no one uses give back their blank parts, the
+// longest unused first, until they hold no more than the idle budget. Called
+// with pools locked.
+func trimIdle() {
+	held, budget := 0, int(idleBudget.Load())
+	for _, p := range pools.idle {
+		held += p.Reserved()
+	}
+	for _, p := range pools.idle {
+		if held <= budget {
+			return
+		}
+		held -= p.trim()
+	}
+}
+
+// trim gives back the blank parts of the pool's freed ranges and returns
+// the bytes given back.
+func (p *Pool) trim() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := p.reserved
+	kept := p.blank[:0]
+	for _, b := range p.blank {
+		if err := unmap(b); err != nil {
+			kept = append(kept, b) // still zeros, still the pool's
+			continue
+		}
+		p.cut(b)
+	}
+	p.blank = kept
+	return before - p.reserved
+}
+
+// cut takes b, which lies in one free range, out of the free ranges and
+// out of the pool's reservation.
+func (p *Pool) cut(b span) {
+	for i, f := range p.free {
+		if b.addr() < f.addr() || b.addr()+uintptr(b.n) > f.addr()+uintptr(f.n) {
+			continue
+		}
+		var parts []span
+		if lo := int(b.addr() - f.addr()); lo > 0 {
+			parts = append(parts, span{f.p, lo})
+		}
+		if hi := int(f.addr() + uintptr(f.n) - b.addr() - uintptr(b.n)); hi > 0 {
+			parts = append(parts, span{unsafe.Add(b.p, b.n), hi})
+		}
+		p.free = slices.Replace(p.free, i, i+1, parts...)
+		p.reserved -= b.n
+		return
+	}
+}
+
+// unblank forgets the blank parts of [a, a+n), a free range taken by a
+// mapping again.
+func (p *Pool) unblank(a uintptr, n int) {
+	end := a + uintptr(n)
+	out := p.blank[:0]
+	for _, b := range p.blank {
+		bend := b.addr() + uintptr(b.n)
+		if bend <= a || b.addr() >= end {
+			out = append(out, b)
+			continue
+		}
+		if b.addr() < a {
+			out = append(out, span{b.p, int(a - b.addr())})
+		}
+		if bend > end {
+			out = append(out, span{unsafe.Add(b.p, int(end-b.addr())), int(bend - end)})
+		}
+	}
+	p.blank = out
 }
 
 func roundUp(n int) int { return (n + int(pageSize) - 1) &^ (int(pageSize) - 1) }
@@ -96,6 +235,7 @@ func (p *Pool) Map(f *os.File, size int) ([]byte, error) {
 		} else {
 			p.free[i] = span{unsafe.Add(s.p, n), s.n - n}
 		}
+		p.unblank(s.addr(), n)
 		p.used[uintptr(ptr)] = n
 		return unsafe.Slice((*byte)(ptr), size), nil
 	}
@@ -123,10 +263,26 @@ func (p *Pool) fit(n int) int {
 // Retire gives a mapping made by Map back: its range reads as zeros from
 // now on, and a later Map of this pool may reuse it. It must be called
 // once per mapping, with the slice Map returned (or a reslice starting at
-// the same address).
-func (p *Pool) Retire(b []byte) error {
+// the same address). written bounds what slices of the mapping may point
+// into (the bytes of its records): the pages past it are blank, given back
+// to the system once the pool has no user (Done), at once if it has none
+// already.
+func (p *Pool) Retire(b []byte, written int) error {
+	idle, err := p.retire(b, written)
+	if idle {
+		// A held mapping of a closed log: its blank part may be over the
+		// budget.
+		pools.Lock()
+		trimIdle()
+		pools.Unlock()
+	}
+	return err
+}
+
+// retire is Retire under p.mu; idle says the pool has no user.
+func (p *Pool) retire(b []byte, written int) (idle bool, err error) {
 	if len(b) == 0 {
-		return nil
+		return false, nil
 	}
 	ptr := unsafe.Pointer(&b[0])
 	addr := uintptr(ptr)
@@ -134,12 +290,16 @@ func (p *Pool) Retire(b []byte) error {
 	defer p.mu.Unlock()
 	n, ok := p.used[addr]
 	if !ok {
-		return fmt.Errorf("addrspace: retire of a range this pool did not map")
+		return false, fmt.Errorf("addrspace: retire of a range this pool did not map")
 	}
 	if err := overlayZeros(ptr, n); err != nil {
-		return err
+		return false, err
 	}
 	delete(p.used, addr)
+	keep := roundUp(min(max(written, 0), n))
+	if keep < n {
+		p.blank = append(p.blank, span{unsafe.Add(ptr, keep), n - keep})
+	}
 	i, _ := slices.BinarySearchFunc(p.free, addr, func(s span, a uintptr) int {
 		switch {
 		case s.addr() < a:
@@ -159,7 +319,7 @@ func (p *Pool) Retire(b []byte) error {
 		p.free[i-1].n += p.free[i].n
 		p.free = slices.Delete(p.free, i, i+1)
 	}
-	return nil
+	return p.users == 0 && keep < n, nil
 }
 
 // ZeroFrom overlays read-only zero pages over the pages of a mapping made
@@ -213,6 +373,11 @@ func (p *Pool) Reserved() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reserved
+}
+
+// unmap gives the pages of s back to the system.
+func unmap(s span) error {
+	return unix.MunmapPtr(s.p, uintptr(s.n))
 }
 
 // overlayZeros maps anonymous read-only zero pages over [addr, addr+n).

@@ -271,7 +271,7 @@ func (s *Segment) unmapLocked() {
 	if s.ro != nil {
 		var err error
 		if s.cfg.Ranges != nil {
-			err = s.cfg.Ranges.Retire(s.ro)
+			err = s.cfg.Ranges.Retire(s.ro, int(s.end.Load()))
 		} else {
 			err = mmapfile.Unmap(s.ro)
 		}
