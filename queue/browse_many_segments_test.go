@@ -24,8 +24,11 @@ func TestBrowseManySegmentsDroppedUnderWalk(t *testing.T) {
 	}
 	end := q.log.Next()
 	ms := receiveAll(t, q)
-	const deleted = 300 // the messages of the oldest 20 segments or so
-	if len(ms) < 2*deleted {
+	// The messages of the oldest segments, more of them than a log opened
+	// read-only maps beyond the newest: about 26 segments of 140 in a
+	// 64-bit process, 10 of 20 in a 32-bit one (which maps 8, not 128).
+	deleted := min(300, len(ms)/2)
+	if deleted < 100 {
 		t.Fatalf("%d messages", len(ms))
 	}
 	type result struct {
