@@ -225,8 +225,11 @@ func (p *Pool) Map(f *os.File, size int) ([]byte, error) {
 		if err != nil {
 			// A failed MAP_FIXED may have left a hole: zeros go back.
 			if overlayZeros(s.p, n) != nil {
+				// The range is lost to the pool: none of it may be
+				// unmapped as blank later.
 				p.free = slices.Delete(p.free, i, i+1)
 				p.reserved -= s.n
+				p.unblank(s.addr(), s.n)
 			}
 			return nil, fmt.Errorf("addrspace: mmap %s: %w", f.Name(), err)
 		}
