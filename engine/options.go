@@ -90,10 +90,11 @@ type Options struct {
 	// used after its lifetime by mistake then reads its own bytes, zeros,
 	// or a later record of the same log, and never crashes the process.
 	// It costs address space up to the log's peak of mapped bytes. After
-	// Close the ranges wait for the log's next open, while the closed
-	// logs of the process hold at most 256 MiB (32-bit platforms) or
-	// 64 GiB; past that, those closed longest ago keep only the pages
-	// their records took.
+	// Close the ranges wait for the log's next open while the closed
+	// logs of the process hold at most 256 MiB of them (32-bit
+	// platforms) or 16 GiB; past that, those closed longest ago give
+	// theirs to the logs opened later (a body used after its log was
+	// closed may then read another log's bytes; it never faults).
 	RetireMappings bool
 
 	// RetentionBytes and RetentionAge drop the oldest sealed segments, whole

@@ -12,21 +12,23 @@
 //
 // A Pool holds at most the address space of its peak of mapped bytes, plus
 // fragmentation: freed ranges are reused first-fit by size and coalesced
-// with freed neighbours. Pools live as long as the process; For returns
-// the pool of a key, so that a queue closed and opened again in the same
-// process reuses its own ranges.
+// with freed neighbours. For returns the pool of a key, so that a queue
+// closed and opened again in the same process reuses its own ranges, and
+// counts a user of it until Done.
 //
-// A pool no one uses (Done as often as For was called: its log is closed)
-// keeps its ranges for its next open, up to a budget for the whole
-// process (SetIdleBudget: 256 MiB on 32-bit platforms, 64 GiB on 64-bit
-// ones). Past it, the pools closed longest ago give back to the system
-// the parts of their ranges no slice can point into: the pages past what
-// each retired mapping held (Retire's written), most of a segment mapped
-// at its full size and barely written. They keep the pages that held
-// records, as zero pages, for the stale slices that may still point
-// there. A process opening queue after queue then does not run out of
-// address space (a 32-bit one did after a few dozen), and a stale body
-// still never reads another pool's bytes.
+// A pool no one uses (its log is closed) keeps its ranges for its next
+// user while the idle pools hold at most a budget for the whole process
+// (SetIdleBudget: 256 MiB on 32-bit platforms, 16 GiB on 64-bit ones).
+// Past it, the pools closed longest ago give their freed ranges, and
+// later the ranges their held records give back, to the process's spare
+// ranges, which any pool takes before it maps a new range. So a process
+// that opens and closes queue after queue holds the peak of what it maps
+// at once plus the budget, not the sum of every pool it ever made (a
+// 32-bit process ran out of address space after a few dozen queues). The
+// price, past the budget only: a slice used after its queue was closed,
+// long enough ago, may read bytes of a log opened later, once its range
+// is taken again; it still never faults. While a pool is in use, or
+// within the budget, its ranges stay its own.
 //
 // These are unsafe operations (mappings at fixed addresses over memory a
 // caller may still reference); the package is internal so that only the
@@ -48,16 +50,14 @@ var pageSize = uintptr(os.Getpagesize())
 
 // A Pool owns address ranges. It is safe for concurrent use.
 type Pool struct {
+	key      string
 	mu       sync.Mutex
+	users    int             // For calls not yet matched by Done
+	idle     bool            // on pools.idle (under pools' lock)
+	spilled  bool            // no user, its ranges given to the spares
 	free     []span          // freed ranges, by address
 	used     map[uintptr]int // start of each range in use -> its length
 	reserved int             // bytes of address space held, used or free
-	// blank are the parts of free ranges that no mapping ever wrote
-	// into (past Retire's written): no slice points there, so they go
-	// back to the system once the pool has no user.
-	blank []span
-	users int  // For calls not yet matched by Done
-	idle  bool // on pools.idle
 }
 
 type span struct {
@@ -67,31 +67,44 @@ type span struct {
 
 func (s span) addr() uintptr { return uintptr(s.p) }
 
-// pools are the process's pools. Lock order: pools, then a Pool's mu.
+// pools are the process's pools. Lock order: pools, a Pool's mu, spare.
 var pools struct {
 	sync.Mutex
 	m    map[string]*Pool
-	idle []*Pool // pools no one uses, the longest unused first
+	idle []*Pool // pools no one uses that keep their ranges, the longest unused first
 }
 
-// idleBudget is the address space the pools no one uses may hold before
-// the longest unused give back what no slice can point into.
+// idleBudget is the address space the idle pools may keep.
 var idleBudget atomic.Int64
 
 func init() {
 	if unsafe.Sizeof(uintptr(0)) < 8 {
 		idleBudget.Store(256 << 20)
 	} else {
-		idleBudget.Store(64 << 30)
+		idleBudget.Store(16 << 30)
 	}
 }
 
-// SetIdleBudget sets the address space the pools no one uses may hold
+// SetIdleBudget sets the address space the pools no one uses may keep
 // (see the package doc) and returns the one it replaces. Tests lower it.
-func SetIdleBudget(n int) (old int) { return int(idleBudget.Swap(int64(n))) }
+func SetIdleBudget(n int) (old int) {
+	old = int(idleBudget.Swap(int64(n)))
+	pools.Lock()
+	spillIdle()
+	pools.Unlock()
+	return old
+}
 
-// For returns the pool of key, making it on first use, and counts one more
-// user of it: each call is matched by a Done.
+// spare holds the freed ranges of pools no one uses: zero pages, taken
+// by any pool before it maps a new range.
+var spare struct {
+	sync.Mutex
+	free     []span // by address
+	reserved int
+}
+
+// For returns the pool of key, making it on first use, and counts one
+// more user of it: each call is matched by one Done.
 func For(key string) *Pool {
 	pools.Lock()
 	defer pools.Unlock()
@@ -100,11 +113,12 @@ func For(key string) *Pool {
 	}
 	p := pools.m[key]
 	if p == nil {
-		p = &Pool{used: make(map[uintptr]int)}
+		p = &Pool{key: key, used: make(map[uintptr]int)}
 		pools.m[key] = p
 	}
 	p.mu.Lock()
 	p.users++
+	p.spilled = false
 	p.mu.Unlock()
 	if p.idle {
 		p.idle = false
@@ -113,98 +127,72 @@ func For(key string) *Pool {
 	return p
 }
 
-// Done ends a use of the pool For counted. A pool no user is left to
-// keeps its ranges for its next user, within the idle budget (see the
-// package doc).
+// Done ends one use of the pool that For began. A pool no one uses keeps
+// its ranges for its next user within the idle budget (see the package
+// doc).
 func (p *Pool) Done() {
 	pools.Lock()
 	defer pools.Unlock()
 	p.mu.Lock()
-	if p.users > 0 {
-		p.users--
+	if p.users <= 0 {
+		p.mu.Unlock()
+		return
 	}
-	done := p.users == 0 && !p.idle
+	p.users--
+	idle := p.users == 0
 	p.mu.Unlock()
-	if done {
+	if idle && !p.idle {
 		p.idle = true
 		pools.idle = append(pools.idle, p)
 	}
-	trimIdle()
+	spillIdle()
 }
 
-// trimIdle makes the pools no one uses give back their blank parts, the
-// longest unused first, until they hold no more than the idle budget. Called
+// spillIdle makes the idle pools closed longest ago give their ranges to
+// the spares until the idle pools keep no more than the budget. Called
 // with pools locked.
-func trimIdle() {
+func spillIdle() {
 	held, budget := 0, int(idleBudget.Load())
 	for _, p := range pools.idle {
 		held += p.Reserved()
 	}
-	for _, p := range pools.idle {
-		if held <= budget {
-			return
+	for len(pools.idle) > 0 && held > budget {
+		p := pools.idle[0]
+		pools.idle = pools.idle[1:]
+		p.idle = false
+		held -= p.spill()
+		if p.Reserved() == 0 && pools.m[p.key] == p {
+			delete(pools.m, p.key)
 		}
-		held -= p.trim()
 	}
 }
 
-// trim gives back the blank parts of the pool's freed ranges and returns
-// the bytes given back.
-func (p *Pool) trim() int {
+// spill gives the pool's freed ranges to the spares, and marks it so that
+// the ranges still in use follow when they are retired. It returns the
+// bytes given.
+func (p *Pool) spill() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	before := p.reserved
-	kept := p.blank[:0]
-	for _, b := range p.blank {
-		if err := unmap(b); err != nil {
-			kept = append(kept, b) // still zeros, still the pool's
-			continue
-		}
-		p.cut(b)
+	p.spilled = true
+	given := 0
+	spare.Lock()
+	for _, s := range p.free {
+		spare.free = insertFree(spare.free, s)
+		spare.reserved += s.n
+		given += s.n
 	}
-	p.blank = kept
-	return before - p.reserved
+	spare.Unlock()
+	p.reserved -= given
+	p.free = nil
+	return given
 }
 
-// cut takes b, which lies in one free range, out of the free ranges and
-// out of the pool's reservation.
-func (p *Pool) cut(b span) {
-	for i, f := range p.free {
-		if b.addr() < f.addr() || b.addr()+uintptr(b.n) > f.addr()+uintptr(f.n) {
-			continue
-		}
-		var parts []span
-		if lo := int(b.addr() - f.addr()); lo > 0 {
-			parts = append(parts, span{f.p, lo})
-		}
-		if hi := int(f.addr() + uintptr(f.n) - b.addr() - uintptr(b.n)); hi > 0 {
-			parts = append(parts, span{unsafe.Add(b.p, b.n), hi})
-		}
-		p.free = slices.Replace(p.free, i, i+1, parts...)
-		p.reserved -= b.n
-		return
-	}
-}
-
-// unblank forgets the blank parts of [a, a+n), a free range taken by a
-// mapping again.
-func (p *Pool) unblank(a uintptr, n int) {
-	end := a + uintptr(n)
-	out := p.blank[:0]
-	for _, b := range p.blank {
-		bend := b.addr() + uintptr(b.n)
-		if bend <= a || b.addr() >= end {
-			out = append(out, b)
-			continue
-		}
-		if b.addr() < a {
-			out = append(out, span{b.p, int(a - b.addr())})
-		}
-		if bend > end {
-			out = append(out, span{unsafe.Add(b.p, int(end-b.addr())), int(bend - end)})
-		}
-	}
-	p.blank = out
+// Spare returns the bytes of address space the process's spare ranges
+// hold.
+func Spare() int {
+	spare.Lock()
+	defer spare.Unlock()
+	return spare.reserved
 }
 
 func roundUp(n int) int { return (n + int(pageSize) - 1) &^ (int(pageSize) - 1) }
@@ -225,11 +213,8 @@ func (p *Pool) Map(f *os.File, size int) ([]byte, error) {
 		if err != nil {
 			// A failed MAP_FIXED may have left a hole: zeros go back.
 			if overlayZeros(s.p, n) != nil {
-				// The range is lost to the pool: none of it may be
-				// unmapped as blank later.
 				p.free = slices.Delete(p.free, i, i+1)
 				p.reserved -= s.n
-				p.unblank(s.addr(), s.n)
 			}
 			return nil, fmt.Errorf("addrspace: mmap %s: %w", f.Name(), err)
 		}
@@ -238,9 +223,11 @@ func (p *Pool) Map(f *os.File, size int) ([]byte, error) {
 		} else {
 			p.free[i] = span{unsafe.Add(s.p, n), s.n - n}
 		}
-		p.unblank(s.addr(), n)
 		p.used[uintptr(ptr)] = n
 		return unsafe.Slice((*byte)(ptr), size), nil
+	}
+	if b, ok, err := p.mapSpare(f, size, n); ok || err != nil {
+		return b, err
 	}
 	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
@@ -251,59 +238,56 @@ func (p *Pool) Map(f *os.File, size int) ([]byte, error) {
 	return b, nil
 }
 
+// mapSpare maps size bytes (n rounded up to pages) of f in a spare range,
+// which becomes the pool's; ok is false when no spare range is large
+// enough. p.mu is held.
+func (p *Pool) mapSpare(f *os.File, size, n int) (b []byte, ok bool, err error) {
+	spare.Lock()
+	defer spare.Unlock()
+	i := fit(spare.free, n)
+	if i < 0 {
+		return nil, false, nil
+	}
+	s := spare.free[i]
+	if s.n == n {
+		spare.free = slices.Delete(spare.free, i, i+1)
+	} else {
+		spare.free[i] = span{unsafe.Add(s.p, n), s.n - n}
+	}
+	spare.reserved -= n
+	ptr, err := unix.MmapPtr(int(f.Fd()), 0, s.p, uintptr(size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_FIXED)
+	if err != nil {
+		// A failed MAP_FIXED may have left a hole: zeros go back.
+		if overlayZeros(s.p, n) == nil {
+			spare.free = insertFree(spare.free, span{s.p, n})
+			spare.reserved += n
+		}
+		return nil, true, fmt.Errorf("addrspace: mmap %s: %w", f.Name(), err)
+	}
+	p.used[uintptr(ptr)] = n
+	p.reserved += n
+	return unsafe.Slice((*byte)(ptr), size), true, nil
+}
+
 // fit returns the smallest free range of at least n bytes (the one freed
 // longest ago among equals: the lowest address), or -1.
-func (p *Pool) fit(n int) int {
+func (p *Pool) fit(n int) int { return fit(p.free, n) }
+
+func fit(free []span, n int) int {
 	best := -1
-	for i, s := range p.free {
-		if s.n >= n && (best < 0 || s.n < p.free[best].n) {
+	for i, s := range free {
+		if s.n >= n && (best < 0 || s.n < free[best].n) {
 			best = i
 		}
 	}
 	return best
 }
 
-// Retire gives a mapping made by Map back: its range reads as zeros from
-// now on, and a later Map of this pool may reuse it. It must be called
-// once per mapping, with the slice Map returned (or a reslice starting at
-// the same address). written bounds what slices of the mapping may point
-// into (the bytes of its records): the pages past it are blank, given back
-// to the system once the pool has no user (Done), at once if it has none
-// already.
-func (p *Pool) Retire(b []byte, written int) error {
-	idle, err := p.retire(b, written)
-	if idle {
-		// A held mapping of a closed log: its blank part may be over the
-		// budget.
-		pools.Lock()
-		trimIdle()
-		pools.Unlock()
-	}
-	return err
-}
-
-// retire is Retire under p.mu; idle says the pool has no user.
-func (p *Pool) retire(b []byte, written int) (idle bool, err error) {
-	if len(b) == 0 {
-		return false, nil
-	}
-	ptr := unsafe.Pointer(&b[0])
-	addr := uintptr(ptr)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n, ok := p.used[addr]
-	if !ok {
-		return false, fmt.Errorf("addrspace: retire of a range this pool did not map")
-	}
-	if err := overlayZeros(ptr, n); err != nil {
-		return false, err
-	}
-	delete(p.used, addr)
-	keep := roundUp(min(max(written, 0), n))
-	if keep < n {
-		p.blank = append(p.blank, span{unsafe.Add(ptr, keep), n - keep})
-	}
-	i, _ := slices.BinarySearchFunc(p.free, addr, func(s span, a uintptr) int {
+// insertFree inserts s into free, sorted by address, and coalesces it
+// with its neighbours.
+func insertFree(free []span, s span) []span {
+	addr := s.addr()
+	i, _ := slices.BinarySearchFunc(free, addr, func(s span, a uintptr) int {
 		switch {
 		case s.addr() < a:
 			return -1
@@ -312,17 +296,50 @@ func (p *Pool) retire(b []byte, written int) (idle bool, err error) {
 		}
 		return 0
 	})
-	p.free = slices.Insert(p.free, i, span{ptr, n})
-	// Coalesce with the neighbours this pool freed.
-	if i+1 < len(p.free) && p.free[i].addr()+uintptr(p.free[i].n) == p.free[i+1].addr() {
-		p.free[i].n += p.free[i+1].n
-		p.free = slices.Delete(p.free, i+1, i+2)
+	free = slices.Insert(free, i, s)
+	if i+1 < len(free) && free[i].addr()+uintptr(free[i].n) == free[i+1].addr() {
+		free[i].n += free[i+1].n
+		free = slices.Delete(free, i+1, i+2)
 	}
-	if i > 0 && p.free[i-1].addr()+uintptr(p.free[i-1].n) == p.free[i].addr() {
-		p.free[i-1].n += p.free[i].n
-		p.free = slices.Delete(p.free, i, i+1)
+	if i > 0 && free[i-1].addr()+uintptr(free[i-1].n) == free[i].addr() {
+		free[i-1].n += free[i].n
+		free = slices.Delete(free, i, i+1)
 	}
-	return p.users == 0 && keep < n, nil
+	return free
+}
+
+// Retire gives a mapping made by Map back: its range reads as zeros from
+// now on, and a later Map of this pool may reuse it. It must be called
+// once per mapping, with the slice Map returned (or a reslice starting at
+// the same address).
+func (p *Pool) Retire(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	ptr := unsafe.Pointer(&b[0])
+	addr := uintptr(ptr)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, ok := p.used[addr]
+	if !ok {
+		return fmt.Errorf("addrspace: retire of a range this pool did not map")
+	}
+	if err := overlayZeros(ptr, n); err != nil {
+		return err
+	}
+	delete(p.used, addr)
+	if p.spilled {
+		// No one uses the pool any more, and its ranges went to the
+		// spares: so does this one.
+		p.reserved -= n
+		spare.Lock()
+		spare.free = insertFree(spare.free, span{ptr, n})
+		spare.reserved += n
+		spare.Unlock()
+		return nil
+	}
+	p.free = insertFree(p.free, span{ptr, n})
+	return nil
 }
 
 // ZeroFrom overlays read-only zero pages over the pages of a mapping made
@@ -376,11 +393,6 @@ func (p *Pool) Reserved() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.reserved
-}
-
-// unmap gives the pages of s back to the system.
-func unmap(s span) error {
-	return unix.MunmapPtr(s.p, uintptr(s.n))
 }
 
 // overlayZeros maps anonymous read-only zero pages over [addr, addr+n).

@@ -38,7 +38,7 @@ func TestRetireReadsZeros(t *testing.T) {
 	if string(stale) != "data" {
 		t.Fatalf("mapping reads %q", stale)
 	}
-	if err := p.Retire(m, len(m)); err != nil {
+	if err := p.Retire(m); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(stale, make([]byte, 4)) {
@@ -48,7 +48,7 @@ func TestRetireReadsZeros(t *testing.T) {
 	if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "data" {
 		t.Fatalf("file after retire: %q %v", buf, err)
 	}
-	if err := p.Retire(m, len(m)); err == nil {
+	if err := p.Retire(m); err == nil {
 		t.Fatal("a second Retire of the same range succeeded")
 	}
 }
@@ -62,7 +62,7 @@ func TestRangesReusedWithinPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := a[:5]
-	if err := p.Retire(a, len(a)); err != nil {
+	if err := p.Retire(a); err != nil {
 		t.Fatal(err)
 	}
 	b, err := p.Map(fileWith(t, 16<<10, "again"), 16<<10)
@@ -79,10 +79,10 @@ func TestRangesReusedWithinPool(t *testing.T) {
 	if got := p.Reserved(); got != 64<<10 {
 		t.Fatalf("pool holds %d bytes, its peak was %d", got, 64<<10)
 	}
-	if err := p.Retire(b, len(b)); err != nil {
+	if err := p.Retire(b); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Retire(c, len(c)); err != nil {
+	if err := p.Retire(c); err != nil {
 		t.Fatal(err)
 	}
 	d, err := p.Map(fileWith(t, 64<<10, "whole"), 64<<10) // the pieces coalesced
@@ -92,7 +92,7 @@ func TestRangesReusedWithinPool(t *testing.T) {
 	if &d[0] != &a[0] || p.Reserved() != 64<<10 {
 		t.Fatalf("freed pieces did not coalesce: %p vs %p, reserved %d", &d[0], &a[0], p.Reserved())
 	}
-	_ = p.Retire(d, len(d))
+	_ = p.Retire(d)
 }
 
 // TestPoolsAreSeparate: a range one pool freed is never given to another
@@ -107,7 +107,7 @@ func TestPoolsAreSeparate(t *testing.T) {
 		t.Fatal(err)
 	}
 	stale := m[:7]
-	if err := x.Retire(m, len(m)); err != nil {
+	if err := x.Retire(m); err != nil {
 		t.Fatal(err)
 	}
 	for range 8 {
@@ -118,7 +118,7 @@ func TestPoolsAreSeparate(t *testing.T) {
 		if &n[0] == &m[0] || string(stale) != "\x00\x00\x00\x00\x00\x00\x00" {
 			t.Fatalf("pool y reused pool x's range: stale reads %q", stale)
 		}
-		defer y.Retire(n, len(n))
+		defer y.Retire(n)
 	}
 }
 
@@ -141,7 +141,7 @@ func TestPoolStaysAtItsPeak(t *testing.T) {
 			live = append(live, m)
 		}
 		for _, m := range live {
-			if err := p.Retire(m, len(m)); err != nil {
+			if err := p.Retire(m); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -152,78 +152,6 @@ func TestPoolStaysAtItsPeak(t *testing.T) {
 	}
 	if got := p.Reserved(); got > 2*peak {
 		t.Fatalf("pool holds %d bytes after 50 cycles, its peak of mapped bytes is %d", got, peak)
-	}
-}
-
-// TestDonePoolGivesBackWhatNoRecordTook: once its last user is done, a
-// pool over the idle budget gives back the pages past what each retired mapping held, at once
-// for a mapping retired after that, and keeps the written pages as zeros
-// for the slices that may still point there.
-func TestDonePoolGivesBackWhatNoRecordTook(t *testing.T) {
-	withIdleBudget(t, 0)
-	const size, written = 64 << 10, 5000
-	p := For(t.Name())
-	For(t.Name()) // a second user
-	m, err := p.Map(fileWith(t, size, "body"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := p.Map(fileWith(t, size, "held"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale, staleHeld := m[:4], held[:4]
-	if err := p.Retire(m, written); err != nil {
-		t.Fatal(err)
-	}
-	p.Done()
-	if got := p.Reserved(); got != 2*size {
-		t.Fatalf("a pool still in use holds %d bytes, want its %d", got, 2*size)
-	}
-	p.Done()
-	if got, want := p.Reserved(), size+roundUp(written); got != want {
-		t.Fatalf("a pool with no user holds %d bytes, want %d (the held mapping and the written pages of the retired one)", got, want)
-	}
-	if err := p.Retire(held, written); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := p.Reserved(), 2*roundUp(written); got != want {
-		t.Fatalf("after a retire with no user the pool holds %d bytes, want %d", got, want)
-	}
-	if !bytes.Equal(stale, make([]byte, 4)) || !bytes.Equal(staleHeld, make([]byte, 4)) {
-		t.Fatalf("stale slices read %q and %q, want zeros", stale, staleHeld)
-	}
-}
-
-// TestRangeTakenAgainIsNotBlank: a freed range a later mapping takes, and
-// writes to its end, is no longer given back when the pool is done.
-func TestRangeTakenAgainIsNotBlank(t *testing.T) {
-	withIdleBudget(t, 0)
-	const size = 64 << 10
-	p := For(t.Name())
-	a, err := p.Map(fileWith(t, size, "a"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Retire(a, 4096); err != nil {
-		t.Fatal(err)
-	}
-	b, err := p.Map(fileWith(t, size, "b"), size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if &a[0] != &b[0] {
-		t.Fatal("the freed range was not reused")
-	}
-	if err := p.Retire(b, size); err != nil {
-		t.Fatal(err)
-	}
-	p.Done()
-	if got := p.Reserved(); got != size {
-		t.Fatalf("the pool holds %d bytes, want %d: the second mapping wrote its whole range", got, size)
-	}
-	if !bytes.Equal(b[size-4:], make([]byte, 4)) {
-		t.Fatal("the end of the range does not read zeros")
 	}
 }
 
@@ -239,7 +167,7 @@ func TestIdlePoolKeepsItsRangesWithinTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := &m[0]
-	if err := p.Retire(m, 100); err != nil {
+	if err := p.Retire(m); err != nil {
 		t.Fatal(err)
 	}
 	p.Done()
@@ -255,7 +183,7 @@ func TestIdlePoolKeepsItsRangesWithinTheBudget(t *testing.T) {
 	if &m[0] != first || string(m[:11]) != "second open" {
 		t.Fatalf("the next open mapped at another range, or reads %q", m[:11])
 	}
-	if err := p.Retire(m, size); err != nil {
+	if err := p.Retire(m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -264,4 +192,76 @@ func TestIdlePoolKeepsItsRangesWithinTheBudget(t *testing.T) {
 func withIdleBudget(t *testing.T, n int) {
 	old := SetIdleBudget(n)
 	t.Cleanup(func() { SetIdleBudget(old) })
+}
+
+// TestDonePoolRangesGoToOtherPools: once every user of a pool is done and
+// the idle pools hold more than the budget, its
+// freed ranges, and those it still had mapped once they are retired, are
+// the next pool's to reuse, whose mappings read their own file there: the
+// process holds no more than it did.
+func TestDonePoolRangesGoToOtherPools(t *testing.T) {
+	withIdleBudget(t, 0)
+	x := For(t.Name() + "/x")
+	freed, err := x.Map(fileWith(t, 8192, "queue x"), 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := x.Map(fileWith(t, 8192, "queue x"), 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Retire(freed); err != nil {
+		t.Fatal(err)
+	}
+	spareBefore := Spare()
+	x.Done()
+	if got := Spare() - spareBefore; got != 8192 {
+		t.Fatalf("a done pool gave %d bytes to the spares, want its freed 8192", got)
+	}
+	if err := x.Retire(held); err != nil {
+		t.Fatal(err)
+	}
+	if got := Spare() - spareBefore; got != 16384 || x.Reserved() != 0 {
+		t.Fatalf("after the last retire of a done pool: spares grew by %d, the pool holds %d; want 16384 and 0", got, x.Reserved())
+	}
+	y := For(t.Name() + "/y")
+	defer y.Done()
+	var got [][]byte
+	for range 2 {
+		m, err := y.Map(fileWith(t, 8192, "queue y"), 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer y.Retire(m)
+		got = append(got, m)
+	}
+	for _, m := range got {
+		if string(m[:7]) != "queue y" {
+			t.Fatalf("a mapping in a reused range reads %q", m[:7])
+		}
+	}
+	if Spare() != spareBefore || y.Reserved() != 16384 {
+		t.Fatalf("pool y's 16384 bytes were not taken from the spares: spares %d, were %d before x was done", Spare(), spareBefore)
+	}
+}
+
+// TestPoolInUseKeepsItsRanges: while one user of a pool is left, its freed
+// ranges stay its own (For twice, Done once).
+func TestPoolInUseKeepsItsRanges(t *testing.T) {
+	withIdleBudget(t, 0)
+	x := For(t.Name())
+	For(t.Name())
+	defer x.Done()
+	m, err := x.Map(fileWith(t, 8192, "queue x"), 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spareBefore := Spare()
+	if err := x.Retire(m); err != nil {
+		t.Fatal(err)
+	}
+	x.Done()
+	if Spare() != spareBefore || x.Reserved() != 8192 {
+		t.Fatalf("a pool still in use gave its range away: spares %d (were %d), pool %d", Spare(), spareBefore, x.Reserved())
+	}
 }

@@ -18,7 +18,7 @@ type Pool struct{}
 func For(key string) *Pool { return &Pool{} }
 
 func (p *Pool) Map(f *os.File, size int) ([]byte, error)         { return nil, errWindows }
-func (p *Pool) Retire(b []byte, written int) error               { return errWindows }
+func (p *Pool) Retire(b []byte) error                            { return errWindows }
 func (p *Pool) Done()                                            {}
 func (p *Pool) ZeroFrom(b []byte, from int) error                { return errWindows }
 func (p *Pool) MapFrom(b []byte, f *os.File, from, to int) error { return errWindows }

@@ -271,7 +271,7 @@ func (s *Segment) unmapLocked() {
 	if s.ro != nil {
 		var err error
 		if s.cfg.Ranges != nil {
-			err = s.cfg.Ranges.Retire(s.ro, int(s.end.Load()))
+			err = s.cfg.Ranges.Retire(s.ro)
 		} else {
 			err = mmapfile.Unmap(s.ro)
 		}

@@ -381,7 +381,7 @@ func (s *Segment) finish() {
 		// A lazy segment never mapped, or evicted: nothing to give back.
 	} else if s.cfg.Ranges != nil {
 		// Never unmapped: a failed overlay leaves the file mapped.
-		err = s.cfg.Ranges.Retire(s.ro, int(s.end.Load()))
+		err = s.cfg.Ranges.Retire(s.ro)
 	} else {
 		err = mmapfile.Unmap(s.ro)
 	}
