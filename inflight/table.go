@@ -97,8 +97,10 @@ func (t *Table) Add(offset uint64, deadline int64) error {
 // Skip moves the cursor past [Cursor(), to): offsets that are done without
 // ever being handed out (deleted before a restart, or lost). When nothing
 // below the cursor is live (Head() == Cursor()) it costs O(1) whatever the
-// range, and the head moves with it; otherwise each offset is registered
-// done in turn. It returns ErrOrder during a restore.
+// range, and the head moves with it; otherwise it costs a step for each
+// offset in the first and last 64 of the range, and the whole chunks
+// between become a gap of the table (their bounds only), which the head
+// later passes in one step. It returns ErrOrder during a restore.
 func (t *Table) Skip(to uint64) error {
 	if to <= t.cursor {
 		return nil
