@@ -27,8 +27,11 @@ func (t *Table) check() error {
 func (t *Table) checkChunks() error {
 	used := map[int32]bool{}
 	live := 0
-	for i := range t.dir.n {
-		k := t.dir.base + uint64(i)
+	for k := t.dir.base; k < t.dir.end(); k++ {
+		if end := t.dir.gapEnd(k); end != 0 {
+			k = end - 1
+			continue
+		}
 		c := t.dir.at(k)
 		if c.done&c.live != 0 {
 			return fmt.Errorf("chunk %d: done and live %#x", k, c.done&c.live)

@@ -130,6 +130,21 @@ func (m *model) setCursor(c uint64) error {
 	return nil
 }
 
+func (m *model) skip(to uint64) error {
+	if to <= m.cursor {
+		return nil
+	}
+	if m.hi != m.cursor {
+		return ErrOrder
+	}
+	for off := m.cursor; off < to; off++ {
+		m.m[off] = &mmsg{st: StateDone}
+	}
+	m.cursor, m.hi = to, to
+	m.advance()
+	return nil
+}
+
 // summary returns the in-flight and ready counts and the earliest deadline.
 func (m *model) summary() (in, ready int, d int64, ok bool) {
 	for _, x := range m.m {
@@ -254,9 +269,13 @@ func (s *sim) step() (string, error) {
 			return "PopReady", fmt.Errorf("got %d %d %v, want %d %d %v", off, rc, ok, woff, wrc, wok)
 		}
 		return "PopReady", nil
-	case n < 95:
+	case n < 92:
 		off := s.pick()
 		return fmt.Sprintf("Get(%d)", off), s.compareGet(off)
+	case n < 95:
+		// Across whole chunks at times: a gap in the table's ring.
+		to := m.cursor - min(m.cursor, 2) + r.Uint64N([]uint64{8, 70, 400}[r.IntN(3)])
+		return fmt.Sprintf("Skip(%d)", to), sameErr(tb.Skip(to), m.skip(to))
 	case n < 98:
 		off := s.pick()
 		tb.MarkDone(off)

@@ -97,8 +97,10 @@ func (t *Table) Add(offset uint64, deadline int64) error {
 // Skip moves the cursor past [Cursor(), to): offsets that are done without
 // ever being handed out (deleted before a restart, or lost). When nothing
 // below the cursor is live (Head() == Cursor()) it costs O(1) whatever the
-// range, and the head moves with it; otherwise each offset is registered
-// done in turn. It returns ErrOrder during a restore.
+// range, and the head moves with it; otherwise it costs a step for each
+// offset in the first and last 64 of the range, and the whole chunks
+// between become a gap of the table (their bounds only), which the head
+// later passes in one step. It returns ErrOrder during a restore.
 func (t *Table) Skip(to uint64) error {
 	if to <= t.cursor {
 		return nil
@@ -111,14 +113,25 @@ func (t *Table) Skip(to uint64) error {
 		t.dir.trim(to >> chunkBits)
 		return nil
 	}
-	for off := t.cursor; off < to; off++ {
-		c := t.dir.extend(off >> chunkBits)
-		c.done |= bit(off)
-		t.cursor++
-		t.hi++
+	// The offsets in the cursor's chunk one by one, then the whole chunks
+	// as a gap (see ring), then those in the last chunk.
+	from := t.cursor
+	if whole := to >> chunkBits; whole > from>>chunkBits+1 {
+		t.markDone(from, (from>>chunkBits+1)<<chunkBits)
+		t.dir.skip(whole)
+		from = whole << chunkBits
 	}
+	t.markDone(from, to)
+	t.cursor, t.hi = to, to
 	t.advance()
 	return nil
+}
+
+// markDone marks the offsets [from, to) done; the caller moves the cursor.
+func (t *Table) markDone(from, to uint64) {
+	for off := from; off < to; off++ {
+		t.dir.extend(off >> chunkBits).done |= bit(off)
+	}
 }
 
 // NextDeadline returns the earliest deadline of a message in flight, and
@@ -314,6 +327,11 @@ func (t *Table) allocBlock(k uint64) int32 {
 // the cursor, and drops the chunks it leaves behind.
 func (t *Table) advance() {
 	for t.head < t.cursor {
+		if end := t.dir.gapEnd(t.head >> chunkBits); end != 0 {
+			t.head = min(end<<chunkBits, t.cursor)
+			t.dir.trim(t.head >> chunkBits)
+			continue
+		}
 		c := t.dir.at(t.head >> chunkBits)
 		sh := t.head & chunkMask
 		n := ones(c.done >> sh) // at most chunkSize - sh

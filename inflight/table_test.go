@@ -320,3 +320,59 @@ func TestSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A skip over a huge range while a message below the cursor is live costs
+// neither a step nor memory per skipped offset (a queue.head or a delete
+// range that names offsets far past the log, kept by its checksums): the
+// range is done, the head passes it at once when the live message is, and
+// offsets after it are handed out as usual.
+func TestSkipHugeRangeWithLiveBelowTakesNoMemoryPerOffset(t *testing.T) {
+	tb := New(0)
+	mustAdd(t, tb, 0, 5)
+	before := totalAlloc()
+	if err := tb.Skip(1 << 28); err != nil || tb.Cursor() != 1<<28 || tb.Head() != 0 {
+		t.Fatalf("Skip with one in flight: %v, head %d cursor %d", err, tb.Head(), tb.Cursor())
+	}
+	if n := totalAlloc() - before; n > 1<<20 {
+		t.Fatalf("Skip of 2^28 offsets allocated %d bytes", n)
+	}
+	mustCheck(t, tb)
+	mustAdd(t, tb, 1<<28, 7)
+	if err := tb.Skip(1 << 60); err != nil || tb.Cursor() != 1<<60 {
+		t.Fatalf("second Skip: %v, cursor %d", err, tb.Cursor())
+	}
+	mustAdd(t, tb, 1<<60, 9)
+	mustAdd(t, tb, 1<<60+1, 9)
+	mustCheck(t, tb)
+	for _, off := range []uint64{1, 63, 64, 1 << 20, 1<<28 - 1, 1<<28 + 1, 1 << 40, 1<<60 - 1} {
+		if st := tb.State(off); st != StateDone {
+			t.Fatalf("skipped offset %d is %v", off, st)
+		}
+	}
+	for _, off := range []uint64{0, 1 << 28, 1 << 60, 1<<60 + 1} {
+		if st := tb.State(off); st != StateInFlight {
+			t.Fatalf("offset %d is %v, want in flight", off, st)
+		}
+	}
+	if _, err := tb.Done(0); err != nil || tb.Head() != 1<<28 {
+		t.Fatalf("after 0 is done: head %d, %v", tb.Head(), err)
+	}
+	mustCheck(t, tb)
+	if _, err := tb.Done(1 << 28); err != nil || tb.Head() != 1<<60 {
+		t.Fatalf("after 2^28 is done: head %d, %v", tb.Head(), err)
+	}
+	mustCheck(t, tb)
+	if _, err := tb.Done(1<<60 + 1); err != nil || tb.Head() != 1<<60 {
+		t.Fatalf("after 2^60+1 is done: head %d, %v", tb.Head(), err)
+	}
+	if _, err := tb.Done(1 << 60); err != nil || tb.Head() != 1<<60+2 || tb.Len() != 0 {
+		t.Fatalf("after 2^60 is done: head %d len %d, %v", tb.Head(), tb.Len(), err)
+	}
+	mustCheck(t, tb)
+}
+
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
+}

@@ -939,3 +939,46 @@ func TestOpenFindsMovedCopiesThroughHeadIndex(t *testing.T) {
 		mustCloseQueue(t, q)
 	}
 }
+
+// An index of moved copies that names a run of offsets the log holds no
+// record of (a queue.head whose end and run a tool, or damage that kept
+// the checksums, put far past the log) costs open one step over the
+// missing range, not one read per offset: open returns, from the log, and
+// every message comes back.
+func TestHeadIndexOverAHugeMissingRangeIsOneStep(t *testing.T) {
+	dir := t.TempDir()
+	clock := newFakeClock()
+	q := openTestQueue(t, dir, clock)
+	want := map[uint64]string{}
+	for i := range 10 {
+		body := fmt.Sprint("message ", i)
+		want[mustSend(t, q, body)] = body
+	}
+	mustCloseQueue(t, q)
+	h, _, err := readHeadIndexed(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lost = 1 << 40
+	run := [2]uint64{h.end, h.end + lost}
+	h.end += lost
+	b := encodeHeadIndexed(h, movedIndex{runs: [][2]uint64{run}, ok: true})
+	if err := os.WriteFile(filepath.Join(dir, headName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan *Queue, 1)
+	go func() { opened <- openTestQueue(t, dir, clock) }()
+	select {
+	case q = <-opened:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("open still reading the run [%d, %d) one offset at a time", run[0], run[1])
+	}
+	defer mustCloseQueue(t, q)
+	got := map[uint64]string{}
+	for _, m := range receiveAll(t, q) {
+		got[m.Offset] = string(m.Body)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}
