@@ -173,12 +173,23 @@ func workload(q *Queue, stop <-chan struct{}, emit func(wlEvent), fail func(stri
 				}
 				id, ok := wlID(m.Body)
 				if !ok {
-					// Once stop is closed the test may close the queue
-					// under this receiver, which ends the body's
-					// lifetime (it then reads as zeros): not a failure.
-					if !stopped() {
-						fail(fmt.Sprintf("offset %d: body %q was never sent", m.Offset, m.Body))
+					switch {
+					case stopped():
+						// The test may close the queue under this
+						// receiver, which ends the body's lifetime (it
+						// then reads as zeros): not a failure.
+						return
+					case !time.Now().Before(m.Deadline):
+						// The deadline (30 ms) passed before the body
+						// was read: another receiver may have had the
+						// message since, deleted it and dropped its
+						// segment, which ends this body's lifetime too
+						// (it reads zeros, or a later message of the
+						// queue). A slow machine does it (emulated 32-bit
+						// arm did); not a failure, and nothing to act on.
+						continue
 					}
+					fail(fmt.Sprintf("offset %d: body %q was never sent, read within its deadline", m.Offset, m.Body))
 					return
 				}
 				emit(wlEvent{evHanded, m.Offset, id})
