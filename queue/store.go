@@ -103,7 +103,9 @@ type StoreRecovery struct {
 	// over. A damaged message record is lost to its queue, which reports
 	// it at its open (Recovery.Lost); a damaged head record makes its
 	// queue start from the head before it (it may redeliver deleted
-	// messages, never lose one).
+	// messages, never lose one). A queue id with records or a head but
+	// no name in the names log (which is never trimmed) is listed too:
+	// its name record was lost, and the queue with it.
 	Damaged  []string
 	Messages engine.Recovery // the shared message log's Open
 }

@@ -604,3 +604,44 @@ func TestStoreLogDirectoryLinkedElsewhereIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A names log that lost a queue's name record (its segment removed, or a
+// directory in its place) loses the queue: the store reports it as damage
+// naming the queue's id and its orphaned records, not only as orphans.
+func TestStoreNamesLogLosingANameIsReportedAsDamage(t *testing.T) {
+	for _, how := range []string{"removed", "directory"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTestStore(t, dir, StoreOptions{})
+			q := mustQueue(t, s, "a")
+			for range 5 {
+				mustSend(t, q, "x")
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, storeNamesDir, "00000000000000000000.log")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if how == "directory" {
+				if err := os.Mkdir(p, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := OpenStore(dir, StoreOptions{})
+			if err != nil {
+				return // a clear refusal is as good
+			}
+			defer s.Close()
+			rec := s.Recovery()
+			found := false
+			for _, d := range rec.Damaged {
+				found = found || strings.Contains(d, "5 records") && strings.Contains(d, "no name")
+			}
+			if !found || rec.Orphans != 5 || len(s.Names()) != 0 {
+				t.Fatalf("Recovery: damaged %q, orphans %d, names %v; want the lost name reported with its 5 records", rec.Damaged, rec.Orphans, s.Names())
+			}
+		})
+	}
+}

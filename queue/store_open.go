@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/pagelog/pagelog/engine"
 	"github.com/pagelog/pagelog/internal/regfile"
@@ -226,7 +228,8 @@ func (s *Store) load() error {
 		}
 	}
 	deleted := map[uint32]bool{}
-	created := map[uint32]bool{} // ids given a name: an id is never given twice
+	created := map[uint32]bool{}   // ids given a name: an id is never given twice
+	unnamed := map[uint32]uint64{} // ids of records with no name: their shared-log records
 	for r, err := range s.names.Records(s.names.First()) {
 		if err != nil {
 			if !errors.Is(err, engine.ErrTrimmed) {
@@ -290,6 +293,9 @@ func (s *Store) load() error {
 		// An id with a head was given out, even if its create is lost:
 		// a queue created later must not take it (and its head).
 		maxID = max(maxID, id)
+		if !created[id] && !deleted[id] {
+			unnamed[id] += 0
+		}
 		if sq := s.byID[id]; sq != nil {
 			if !sq.hasHead {
 				s.headBytes += int64(len(r.Body))
@@ -323,12 +329,22 @@ func (s *Store) load() error {
 			sq := s.byID[a.Queue]
 			if sq == nil {
 				rec.Orphans++
+				if !created[a.Queue] && !deleted[a.Queue] {
+					unnamed[a.Queue]++
+				}
 				continue
 			}
 			if !sh.view(sq).push(a.QueueOffset, r.Offset) {
 				damaged(sh.what, fmt.Errorf("%w: record %d has offset %d of queue %q, at or below one before it or far past it", engine.ErrCorrupt, r.Offset, a.QueueOffset, sq.name))
 			}
 		}
+	}
+	// The names log is never trimmed: records of an id it neither names
+	// nor deletes lost their queue's name record, and the queue with it
+	// (a removed or damaged names segment, the names log's unsynced tail
+	// in a power failure, or records from another store).
+	for _, id := range slices.Sorted(maps.Keys(unnamed)) {
+		damaged("names log", fmt.Errorf("%w: queue id %d has a head or %d records in the shared logs but no name: its queue's name record is lost, and its messages are orphans", engine.ErrCorrupt, id, unnamed[id]))
 	}
 	if maxID == ^uint32(0) {
 		return fmt.Errorf("%w: the store's queue ids are used up", engine.ErrFull)
