@@ -2560,3 +2560,28 @@ func TestQueueStatBesideOwnerNoFalseLoss(t *testing.T) {
 	}
 	t.Logf("%d Stats beside the owner", n)
 }
+
+// A directory in place of the delete log's segment file, which the log
+// would create again: Open says what is in the way.
+func TestOpenWithADirectoryInPlaceOfADeleteSegmentSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	q, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSend(t, q, "x")
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "deletes", "00000000000000000000.log")
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "is a directory, not a regular file") {
+		t.Fatalf("Open = %v, want an error saying a directory is in the segment's place", err)
+	}
+}

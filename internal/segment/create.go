@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/pagelog/pagelog/internal/regfile"
 	"github.com/pagelog/pagelog/mmapfile"
 	"github.com/pagelog/pagelog/sparseidx"
 )
@@ -144,6 +145,12 @@ func create(s *Segment) (*Segment, error) {
 		}
 		f, err := cfg.openFile(s.path(suffix), os.O_RDWR|os.O_CREATE|os.O_EXCL)
 		if err != nil {
+			if st, serr := os.Lstat(s.path(suffix)); errors.Is(err, os.ErrExist) && serr == nil && !st.Mode().IsRegular() {
+				// Something else under the segment's name (a directory,
+				// which the listing leaves alone as a foreign file): say
+				// what, rather than "file exists".
+				err = &regfile.TypeError{Path: s.path(suffix), Is: regfile.Kind(st.Mode()), Want: "a regular file (the log's next segment)"}
+			}
 			return fail(fmt.Errorf("segment: create: %w", err))
 		}
 		created = append(created, f.Name())
