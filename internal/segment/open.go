@@ -162,7 +162,11 @@ func (s *Segment) copyIndex() *index {
 // larger file (a sparse one of gigabytes put in its place, say) gives a
 // *regfile.SizeError and is never read whole.
 func (s *Segment) readIndexFile(suffix string) ([]byte, error) {
-	return regfile.ReadFileMax(s.path(suffix), s.indexFileMax(suffix))
+	path := s.path(suffix)
+	if s.beforeIndexRead != nil {
+		s.beforeIndexRead(path)
+	}
+	return regfile.ReadFileMax(path, s.indexFileMax(suffix))
 }
 
 // indexFileMax is the most bytes the segment's index file with the suffix

@@ -179,6 +179,9 @@ type Segment struct {
 	// Seal's own call).
 	indexPending atomic.Bool
 	nameMu       sync.Mutex
+	// beforeIndexRead, when set (by tests), runs in readIndexFile once
+	// the file's path is chosen, before the file is opened.
+	beforeIndexRead func(path string)
 
 	// Recycling (recycle.go): keepSize is the size of a reused .log file,
 	// below which Seal never trims it; recycleAs and recyclePut hand a

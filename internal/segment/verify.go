@@ -80,8 +80,7 @@ func (s *Segment) VerifyIndex() []string {
 	if !s.present() {
 		return problems // dropped, or cut and replaced by Truncate, since the open
 	}
-	offs, offErr := s.readIndexFile(IndexSuffix)
-	tims, timErr := s.readIndexFile(TimeIndexSuffix)
+	offs, tims, offErr, timErr := s.readIndexFiles()
 	if !s.present() || (offErr != nil || timErr != nil) && s.gone() {
 		// Dropped or replaced while the files were read (a writer removes
 		// the index files first, then the .log): it left the log.
@@ -113,6 +112,27 @@ func (s *Segment) VerifyIndex() []string {
 	// Only a sealed segment's index files are exact: a view's may be a
 	// writer's, untrimmed yet, or still growing.
 	return append(problems, s.checkEntries(recs, spans, offs, tims, exact, next)...)
+}
+
+// readIndexFiles reads the segment's two index files by name.
+//
+// The names of a segment a roll just activated change under the reads:
+// its index files keep the prepared names until NameIndexes, which runs
+// beside the appends, and once it ran the preparer makes the next
+// segment's files under those names. A name chosen before the naming and
+// opened after it is another segment's file (empty), or no file. So when
+// the naming ran during the reads, both files are read again, under the
+// names they keep from then on (the naming runs once: a segment is
+// activated before it is published).
+func (s *Segment) readIndexFiles() (offs, tims []byte, offErr, timErr error) {
+	for {
+		pending := s.indexPending.Load()
+		offs, offErr = s.readIndexFile(IndexSuffix)
+		tims, timErr = s.readIndexFile(TimeIndexSuffix)
+		if !pending || s.indexPending.Load() {
+			return offs, tims, offErr, timErr
+		}
+	}
 }
 
 // notYetNamed is err, or nil when err says the file is not there.
