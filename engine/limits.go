@@ -12,9 +12,11 @@ import (
 // shared with its heap, stacks and libraries. There an active segment is
 // mapped twice (read-only for readers, writable for the writer) and every
 // sealed segment a reader touches once, so the defaults and limits are
-// smaller: at most 1 GiB per segment mapping, and 8 sealed segments kept
-// mapped by default (512 MiB at the default 64 MiB segments, 2 GiB for
-// the active segment's two mappings at the largest segment). Segment
+// smaller: at most 1 GiB per segment mapping, 16 MiB segments by default
+// (a queue maps about four segments' worth: its active segment twice,
+// the next one prepared, its delete log's), and 8 sealed segments kept
+// mapped by default (128 MiB at 16 MiB segments, 2 GiB for the active
+// segment's two mappings at the largest segment). Segment
 // sizes are the on-disk format's and stay the same, so a log moves
 // between a 32-bit and a 64-bit machine; a 32-bit process refuses, with
 // an error matching ErrAddressSpace, a log whose stored settings need

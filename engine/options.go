@@ -47,7 +47,10 @@ func ParseSyncPolicy(s string) (SyncPolicy, error) {
 
 // Defaults.
 const (
-	DefaultSegmentBytes       = 64 << 20
+	// DefaultSegmentBytes is 64 MiB in a 64-bit process and 16 MiB in a
+	// 32-bit one: an open log maps its active segment twice and prepares
+	// the next, and a 32-bit process has 4 GiB in all (see limits.go).
+	DefaultSegmentBytes       = 64<<20 - is32bit*(48<<20)
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxRecordBytes     = 1 << 20
 	DefaultSyncInterval       = 100 * time.Millisecond
@@ -61,7 +64,7 @@ const (
 // Options configure a Log. The zero value means the defaults; for an
 // existing log, zero fields mean "as stored in log.meta".
 type Options struct {
-	SegmentBytes       int64      // roll size of a segment; default 64 MiB
+	SegmentBytes       int64      // roll size of a segment; default 64 MiB (16 MiB in a 32-bit process)
 	IndexIntervalBytes int        // bytes between sparse-index entries; default 4096
 	MaxRecordBytes     int        // largest body Append accepts; default 1 MiB
 	Sync               SyncPolicy // when Append reports success; default SyncNone
