@@ -56,7 +56,10 @@ func TestStatsFollowerReadsNeverGoBack(t *testing.T) {
 // mapped, and every read, before and after the reopening, stays counted.
 func TestStatsFollowerReadsCountedAfterOutgrown(t *testing.T) {
 	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SegmentBytes: 64 << 20})
+	// The writer's segments are far larger than what the test writes, so
+	// that it never rolls however far ahead of its records it grew the
+	// file before the follower opened.
+	w := mustOpen(t, dir, Options{SegmentBytes: 256 << 20})
 	const size = 1000
 	n := uint64(0)
 	for ; n < 1000; n++ {
@@ -74,7 +77,13 @@ func TestStatsFollowerReadsCountedAfterOutgrown(t *testing.T) {
 	}
 	segs := *ro.segs.Load()
 	first := segs[len(segs)-1] // the newest view, as first mapped
-	for ; w.active.End() < 8<<20; n++ {
+	// Past the view's mapping: its segment's size (4 MiB), or the file's
+	// size at the open if the writer had already grown it further.
+	mapped := first.MappedBytes()
+	if mapped == 0 {
+		t.Fatal("the newest view is not mapped")
+	}
+	for ; w.active.End() < mapped+(1<<20); n++ {
 		if _, err := w.Append(testBody(n, size)); err != nil {
 			t.Fatal(err)
 		}

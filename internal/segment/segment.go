@@ -297,6 +297,15 @@ func (s *Segment) Holds() uint64 {
 // End returns the byte size of the segment's published records.
 func (s *Segment) End() int64 { return s.end.Load() }
 
+// MappedBytes returns the length of the segment's read mapping (0 when
+// it is not mapped). A view's mapping is set at its open: what a
+// follower reads past it needs the view reopened.
+func (s *Segment) MappedBytes() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int64(len(s.ro))
+}
+
 // finished reports whether no record may follow the segment's records: it
 // is sealed, or a view of a segment that another one follows. Safe beside
 // the writer (unlike a look at s.w).
