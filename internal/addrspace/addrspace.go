@@ -160,7 +160,10 @@ func spillIdle() {
 		p := pools.idle[0]
 		pools.idle = pools.idle[1:]
 		p.idle = false
-		held -= p.spill()
+		// All it held leaves the idle pools' count: its freed ranges
+		// now, the ranges its records still hold when they are retired.
+		held -= p.Reserved()
+		p.spill()
 		if p.Reserved() == 0 && pools.m[p.key] == p {
 			delete(pools.m, p.key)
 		}
@@ -168,9 +171,8 @@ func spillIdle() {
 }
 
 // spill gives the pool's freed ranges to the spares, and marks it so that
-// the ranges still in use follow when they are retired. It returns the
-// bytes given.
-func (p *Pool) spill() int {
+// the ranges still in use follow when they are retired.
+func (p *Pool) spill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.spilled = true
@@ -184,7 +186,6 @@ func (p *Pool) spill() int {
 	spare.Unlock()
 	p.reserved -= given
 	p.free = nil
-	return given
 }
 
 // Spare returns the bytes of address space the process's spare ranges

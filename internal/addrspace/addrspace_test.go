@@ -265,3 +265,45 @@ func TestPoolInUseKeepsItsRanges(t *testing.T) {
 		t.Fatalf("a pool still in use gave its range away: spares %d (were %d), pool %d", Spare(), spareBefore, x.Reserved())
 	}
 }
+
+// TestSpillCountsWhatThePoolHeld: a pool that gives its ranges to the
+// spares takes all it held out of the idle pools' count, the ranges its
+// records still hold included, so that no more pools than needed give
+// theirs away.
+func TestSpillCountsWhatThePoolHeld(t *testing.T) {
+	withIdleBudget(t, 1<<30)
+	a := For(t.Name() + "/a")
+	held, err := a.Map(fileWith(t, 12<<10, "held"), 12<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	freed, err := a.Map(fileWith(t, 4<<10, "freed"), 4<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Retire(freed); err != nil {
+		t.Fatal(err)
+	}
+	a.Done() // idle: 16 KiB, 12 of them held by a record
+	b := For(t.Name() + "/b")
+	m, err := b.Map(fileWith(t, 8<<10, "b"), 8<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Retire(m); err != nil {
+		t.Fatal(err)
+	}
+	b.Done() // idle: 8 KiB
+	// 24 KiB idle against 12: a, closed first, gives its ranges away,
+	// which leaves 8.
+	SetIdleBudget(12 << 10)
+	if got := b.Reserved(); got != 8<<10 {
+		t.Fatalf("the pool closed last holds %d bytes, want its 8 KiB: it gave its ranges away too", got)
+	}
+	if err := a.Retire(held); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Reserved(); got != 0 {
+		t.Fatalf("the pool that gave its ranges away holds %d bytes after its last retire", got)
+	}
+}
