@@ -54,7 +54,9 @@ func (s *Segment) Info(offset uint64, v record.View, pos int64, err error) Info 
 // is not checked across damaged records (whether the writer gave one an
 // entry cannot be known). A sealed segment's files hold exactly their
 // entries; an active one's may hold zeros, or entries for records appended
-// after the view was taken, after them.
+// after the view was taken, after them. A view beside a writer may see a
+// record before its entries are written: a problem with a view's entries
+// is reported only when it stays (see recheckViewEntries).
 func (s *Segment) VerifyIndex() []string {
 	unpin, ok := s.pin()
 	if !ok {
@@ -111,7 +113,41 @@ func (s *Segment) VerifyIndex() []string {
 	}
 	// Only a sealed segment's index files are exact: a view's may be a
 	// writer's, untrimmed yet, or still growing.
-	return append(problems, s.checkEntries(recs, spans, offs, tims, exact, next)...)
+	entryProblems := s.checkEntries(recs, spans, offs, tims, exact, next)
+	if len(entryProblems) > 0 && s.activeView && !exact {
+		entryProblems = s.recheckViewEntries(recs, spans, next, entryProblems)
+	}
+	return append(problems, entryProblems...)
+}
+
+// recheckViewEntries checks a view's index entries again, a few times
+// over about 100 ms, when a first check found a problem (problems), and
+// returns the problems of the last check: none as soon as one check finds
+// none, or the segment left the log.
+//
+// A view finds its records by reading the .log, and its writer (in this
+// process or another) writes a record's bytes before the record's index
+// entries: a view can hold records whose entries are not in the files
+// yet, and read the two files on either side of an entry being added. The
+// entries of records below the view's end are all written soon after, so
+// a problem that stays is one of the files. A view that lost an entry
+// costs Verify that wait once.
+func (s *Segment) recheckViewEntries(recs []recPlace, spans []damageSpan, next uint64, problems []string) []string {
+	const checks = 5
+	for range checks {
+		time.Sleep(20 * time.Millisecond)
+		offs, tims, offErr, timErr := s.readIndexFiles()
+		if !s.present() {
+			return nil // dropped, or cut and replaced by Truncate
+		}
+		if offErr != nil || timErr != nil {
+			continue // being replaced, or unreadable: the first check stands
+		}
+		if problems = s.checkEntries(recs, spans, offs, tims, false, next); len(problems) == 0 {
+			return nil
+		}
+	}
+	return problems
 }
 
 // readIndexFiles reads the segment's two index files by name.
